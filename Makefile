@@ -1,0 +1,63 @@
+# judgelab: `make reproduce` runs the main job, `make test` runs every test. Both create .venv/ first.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.judgelab-installed
+RUNS := papermill_runs
+PM := $(BIN)/papermill -k judgelab --cwd nbs/experiments --log-level WARNING
+
+.PHONY: help venv data reproduce overview test check-sync nbtest pytest export readme lab bench clean-venv
+
+help:
+	@echo "make reproduce  - set up .venv, fetch + verify data, run the main job (papermill) into outputs/"
+	@echo "make test       - set up .venv, check notebooks are clean and in sync, nbdev_test, pytest"
+	@echo "make export     - nbdev_clean + nbdev_export + README.md (after editing notebooks)"
+	@echo "make lab        - JupyterLab on 127.0.0.1"
+
+venv: $(STAMP)
+$(STAMP): settings.ini setup.py
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m ipykernel install --sys-prefix --name judgelab --display-name "judgelab" >/dev/null
+	@touch $@
+
+data: venv
+	$(BIN)/judgelab data fetch --all
+
+overview: venv data
+	@mkdir -p $(RUNS)/data_overview
+	$(PM) nbs/experiments/data_overview.ipynb $(RUNS)/data_overview/all_datasets.ipynb
+
+reproduce: overview
+	$(BIN)/judgelab readme
+	@echo "Done: tables in outputs/tables/, figures in outputs/figures/, provenance in outputs/manifest.jsonl"
+
+# Fails if nbdev_clean or nbdev_export would change tracked files (notebooks not clean, or library out of sync).
+check-sync: venv
+	@before="$$(git status --porcelain -- nbs judgelab; git diff -- nbs judgelab | md5sum)"; \
+	$(BIN)/nbdev_clean >/dev/null && $(BIN)/nbdev_export >/dev/null; \
+	after="$$(git status --porcelain -- nbs judgelab; git diff -- nbs judgelab | md5sum)"; \
+	if [ "$$before" != "$$after" ]; then \
+	  echo "error: nbdev_clean/nbdev_export changed files: notebooks are not clean or the library is out of sync."; \
+	  git status --short -- nbs judgelab; exit 1; fi; \
+	echo "notebooks clean and library in sync"
+	@$(BIN)/judgelab readme --check
+
+nbtest: venv data
+	$(BIN)/nbdev_test --n_workers 2
+
+pytest: venv data
+	$(BIN)/python -m pytest -q tests
+
+test: check-sync nbtest pytest
+
+export: venv
+	$(BIN)/nbdev_clean && $(BIN)/nbdev_export && $(BIN)/judgelab readme
+
+lab: venv
+	$(BIN)/jupyter lab --ip 127.0.0.1 --no-browser
+
+clean-venv:
+	rm -rf $(VENV)
