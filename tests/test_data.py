@@ -110,8 +110,8 @@ def test_seahorse_loader_on_a_small_file_we_make(tmp_path, monkeypatch):
     ds = D.load('seahorse')
     assert len(ds.items) == 3
     hm = ds.human_mean()
-    assert hm.loc['xsum-train-1__t5_base', 'grammar'] == 0 and np.isnan(hm.loc['xsum-train-1__t5_base', 'main_ideas'])
-    assert hm.loc['xsum-validation-2__mt5_small'].notna().sum() == 1   # Q1 = No: nothing else rated
+    assert hm.loc['xsum-train-1__t5-base', 'grammar'] == 0 and np.isnan(hm.loc['xsum-train-1__t5-base', 'main_ideas'])
+    assert hm.loc['xsum-validation-2__mt5-small'].notna().sum() == 1   # Q1 = No: nothing else rated
     (d/'test.tsv').write_text(head)   # changed after its hash was recorded
     with pytest.raises(D.ChecksumError, match='seahorse_data/test.tsv'):
         D.load('seahorse')
