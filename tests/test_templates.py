@@ -30,3 +30,46 @@ def test_bad_parameter_fails_before_work(tmp_path, tmp_outputs):
     with pytest.raises(pm.PapermillExecutionError, match="Unknown dataset 'summevl'"):
         _execute('data_overview', tmp_path, datasets=['summevl'])
     assert not (tmp_outputs/'tables').exists()
+
+def test_corrgap_synthetic_small(tmp_path, tmp_outputs):
+    _execute('corrgap_synthetic', tmp_path, datasets=['simulated', 'topical_chat'], seeds=2, w_grid=[0.0, 1.0], n_perm=99,
+             controls=['round', 'none'])
+    import pandas as pd
+    s = pd.read_csv(tmp_outputs/'tables'/'corrgap_synthetic.csv')
+    assert set(s.dataset) == {'simulated', 'topical_chat'} and set(s.w) == {0.0, 1.0}
+    ctl = s[s.control == 'round'].groupby('w').gap_mean.mean()
+    assert ctl[1.0] > ctl[0.0] + 0.2 and abs(ctl[0.0]) < 0.1
+    assert (tmp_outputs/'figures'/'corrgap_synthetic.png').exists()
+
+def test_corrgap_audit_small(tmp_path, tmp_outputs):
+    _execute('corrgap_audit', tmp_path, dataset='topical_chat', sources=['closerlook_analyze_rate'], n_perm=99, n_perm_quality=19, n_boot=20)
+    import pandas as pd
+    t = pd.read_csv(tmp_outputs/'tables'/'audit_topical_chat.csv')
+    assert set(t.dimension) == {'naturalness', 'coherence', 'engagingness', 'groundedness'}
+    assert {'corr_sample', 'corrgap_mean', 'p_bh_min', 'sig'} <= set(t.columns)
+    pairs = pd.read_csv(tmp_outputs/'tables'/'audit_topical_chat_corrgap_pairs.csv')
+    assert len(pairs) == 4*4 and pairs.p.between(0, 1).all()
+    assert (tmp_outputs/'figures'/'audit'/'topical_chat'/'analyze_rate__gpt-3.5-turbo-0613.png').exists()
+    assert set(pd.read_csv(tmp_outputs/'tables'/'audit_topical_chat_quality.csv').quality) == {'low', 'high'}
+
+def test_corrgap_audit_of_imported_judgments(tmp_path, tmp_outputs):
+    import pandas as pd
+    from judgelab import data as D
+    ds = D.load('opinsummeval'); hm = ds.human_mean()
+    rng = __import__('numpy').random.default_rng(0)
+    rows = [dict(item_id=i, dimension=d, score=float(min(5, max(1, round(hm.loc[i, d] + rng.normal(0, 1))))))
+            for i in hm.index for d in ['aspect_relevance', 'readability']]
+    f = tmp_path/'mine.csv'; pd.DataFrame(rows).to_csv(f, index=False)
+    j = D.import_judgments(f, 'opinsummeval', 'mine', 'noisy'); out = tmp_path/'mine__noisy.parquet'; j.to_parquet(out)
+    _execute('corrgap_audit', tmp_path, dataset='opinsummeval', judgments_path=str(out), n_perm=49, n_perm_quality=9, n_boot=10)
+    t = pd.read_csv(tmp_outputs/'tables'/'audit_opinsummeval_mine__noisy.csv')
+    assert set(t.dimension) == {'aspect_relevance', 'readability'}
+
+def test_agreement_reproduces_official_alttest(tmp_path, tmp_outputs):
+    # the template asserts the pooled SummEval APs of the official AltTest notebook
+    _execute('agreement', tmp_path, datasets=['summeval', 'qags'])
+    import pandas as pd
+    alt = pd.read_csv(tmp_outputs/'tables'/'alttest.csv')
+    assert (alt[alt.dimension == 'pooled'].winning_rate == 0).all() and len(alt) == 6*5
+    h = pd.read_csv(tmp_outputs/'tables'/'agreement_human.csv')
+    assert h.set_index('dimension').loc['consistency', 'alpha_interval'] > 0.8

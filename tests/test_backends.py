@@ -1,0 +1,175 @@
+"""The LLM layer against real parts: the embedded llama.cpp model in-process, llama.cpp's OpenAI-compatible
+server started on 127.0.0.1 by the test (killed mid-batch and restarted), and stub HTTP servers on loopback
+for the retry policy (500 twice then 200; 400 at once)."""
+import json, os, socket, subprocess, sys, threading, time, http.server
+from pathlib import Path
+import pytest
+from judgelab.backends import (Request, get_backend, LlamaCppBackend, OpenAIBackend, BackendError, RequestError,
+                               embedded_model_path, Backend)
+from judgelab.cache import GenerationCache, CachedBackend, CacheMissError
+
+def msgs(text): return [{'role': 'user', 'content': text}]
+
+@pytest.fixture(scope='module')
+def embedded():
+    return LlamaCppBackend(n_ctx=1024)
+
+def test_embedded_model_generates_real_text_and_second_run_is_all_cache_hits(tmp_path, embedded):
+    cache = GenerationCache(tmp_path/'c.sqlite')
+    calls = []
+    class Counting(Backend):
+        name = 'llamacpp'
+        def identity(self): return embedded.identity()
+        def check_request(self, r): embedded.check_request(r)
+        def _run(self, jobs, progress=True):
+            calls.extend(jobs); yield from embedded._run(jobs, progress)
+    b = CachedBackend(Counting(), cache, verbose=False)
+    reqs = [Request(msgs(f'Write one short sentence about the number {i}.'), max_tokens=16) for i in range(3)]
+    first = b.generate(reqs)
+    assert len(calls) == 3 and all(c.text.strip() for c in first) and all(not c.cached for c in first)
+    assert all(c.choices[0].prompt_tokens > 5 and c.choices[0].completion_tokens > 0 for c in first)
+    second = b.generate(reqs)
+    assert len(calls) == 3, 'the second run must not call the model'
+    assert [c.text for c in second] == [c.text for c in first] and all(c.cached for c in second)
+    assert embedded.identity().startswith('HuggingFaceTB/SmolLM2-135M-Instruct@gguf-sha256:')
+
+def test_embedded_choice_constraint_logprobs_and_samples(embedded, tmp_path):
+    b = CachedBackend(embedded, GenerationCache(tmp_path/'c.sqlite'), verbose=False)
+    out = b.generate([Request(msgs('Is the sky blue? Answer yes or no.'), max_tokens=4, choice=['yes', 'no'],
+                              logprobs=True, top_logprobs=3, temperature=1.0, n=3, seed=7)])[0]
+    assert len(out.choices) == 3 and all(t in ('yes', 'no') for t in out.texts)
+    assert out.logprobs and len(out.logprobs[0]['top']) >= 1
+    with pytest.raises(RequestError, match='cannot enforce a regex'):
+        b.generate([Request(msgs('x'), regex='[0-9]')])
+
+def test_bad_input_fails_before_generation(tmp_path):
+    with pytest.raises(ValueError, match="Unknown backend 'llama'"): get_backend('llama')
+    with pytest.raises(BackendError, match='No GGUF model file'): get_backend('llamacpp', model_path=tmp_path/'none.gguf')
+    with pytest.raises(TypeError, match='Unknown option'): get_backend('llamacpp', threads=2)
+    b = get_backend('openai', cache=GenerationCache(tmp_path/'c.sqlite'), base_url='http://127.0.0.1:9/v1', model='m', max_retries=0)
+    for bad in [dict(temperature=3), dict(top_p=1.5), dict(max_tokens=0), dict(n=0), dict(top_logprobs=2)]:
+        with pytest.raises(RequestError): b.generate([Request(msgs('ok'))]*2 + [Request(msgs('x'), **bad)])
+    assert b.last.get('generated', 0) == 0
+
+# ---- a real llama.cpp server on 127.0.0.1 -------------------------------------------------------------
+
+def free_port():
+    with socket.socket() as s: s.bind(('127.0.0.1', 0)); return s.getsockname()[1]
+
+def start_server(port, log=None):
+    "llama.cpp's OpenAI-compatible server with the embedded model on 127.0.0.1:port (its log goes to a file, not a pipe)."
+    import tempfile, urllib.request
+    log = log or tempfile.NamedTemporaryFile(prefix='llamacpp-server-', suffix='.log', delete=False).name
+    p = subprocess.Popen([sys.executable, '-m', 'llama_cpp.server', '--model', str(embedded_model_path()), '--host', '127.0.0.1',
+                          '--port', str(port), '--n_ctx', '1024', '--n_threads', '2', '--model_alias', 'smollm2'],
+                         stdout=subprocess.DEVNULL, stderr=open(log, 'w'))
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    for _ in range(600):
+        try:
+            opener.open(f'http://127.0.0.1:{port}/v1/models', timeout=1); return p
+        except Exception:
+            if p.poll() is not None: raise RuntimeError(Path(log).read_text()[-2000:])
+            time.sleep(0.1)
+    p.kill(); raise RuntimeError(f'llama.cpp server did not start; log: {log}')
+
+@pytest.fixture
+def server():
+    port = free_port(); p = start_server(port)
+    yield port, p
+    if p.poll() is None: p.terminate(); p.wait(10)
+
+def test_server_generation_logprobs_and_concurrency(server, tmp_path):
+    port, _ = server
+    b = get_backend('openai', cache=GenerationCache(tmp_path/'c.sqlite'), base_url=f'http://127.0.0.1:{port}/v1', model='smollm2',
+                    model_id='smollm2-server', concurrency=4, constraint_style='llamacpp')
+    b.verbose = False
+    reqs = [Request(msgs(f'Name a colour ({i}).'), max_tokens=8) for i in range(6)]
+    out = b.generate(reqs)
+    assert all(o.text.strip() for o in out) and b.last['generated'] == 6
+    lp = b.generate([Request(msgs('Say yes or no.'), max_tokens=3, logprobs=True, top_logprobs=2, choice=['yes', 'no'])])[0]
+    assert lp.text in ('yes', 'no') and lp.logprobs and lp.logprobs[0]['top']
+
+def test_server_killed_mid_batch_then_rerun_generates_only_the_rest(tmp_path):
+    port = free_port(); p = start_server(port)
+    cache = GenerationCache(tmp_path/'c.sqlite')
+    inner = OpenAIBackend(f'http://127.0.0.1:{port}/v1', 'smollm2', model_id='smollm2-server', concurrency=1, max_retries=1, backoff=0.05, timeout=20)
+    reqs = [Request(msgs(f'Count to {i}.'), max_tokens=12) for i in range(10)]
+    done = []
+    class KillAfter(Backend):
+        name = 'openai'
+        def identity(self): return inner.identity()
+        def _run(self, jobs, progress=True):
+            for k, (i, ch) in enumerate(inner._run(jobs, progress)):
+                done.append(i)
+                if len(done) == 4: p.kill(); p.wait()
+                yield i, ch
+    with pytest.raises(BackendError, match=r'after (\d+) of 10 missing samples were generated and cached') as e:
+        CachedBackend(KillAfter(), cache, verbose=False).generate(reqs)
+    kept = len(cache); assert 4 <= kept < 10, kept
+    p2 = start_server(port)
+    try:
+        rerun = CachedBackend(inner, cache, verbose=False); out = rerun.generate(reqs)
+        assert rerun.last['hits'] == kept and rerun.last['generated'] == 10 - kept
+        assert all(o.text.strip() for o in out)
+    finally: p2.terminate(); p2.wait(10)
+
+# ---- stub HTTP servers for the retry policy ----------------------------------------------------------
+
+def stub(codes):
+    "A loopback HTTP server answering the given status codes in turn (then 200 forever)."
+    seen = []
+    class H(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a): pass
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers['Content-Length'])))
+            seen.append(body); code = codes[len(seen) - 1] if len(seen) <= len(codes) else 200
+            if code == 200:
+                out = dict(choices=[dict(message=dict(role='assistant', content='Score: 4'), finish_reason='stop')],
+                           usage=dict(prompt_tokens=5, completion_tokens=3))
+            else: out = dict(error=dict(message=f'stub says {code}'))
+            data = json.dumps(out).encode()
+            self.send_response(code); self.send_header('Content-Type', 'application/json'); self.send_header('Content-Length', str(len(data)))
+            self.end_headers(); self.wfile.write(data)
+    srv = http.server.ThreadingHTTPServer(('127.0.0.1', 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, seen
+
+def test_retries_500_twice_then_succeeds(tmp_path):
+    srv, seen = stub([500, 503])
+    try:
+        b = get_backend('openai', cache=GenerationCache(tmp_path/'c.sqlite'), base_url=f'http://127.0.0.1:{srv.server_port}/v1', model='m', backoff=0.01)
+        out = b.generate([Request(msgs('rate'))])
+        assert out[0].text == 'Score: 4' and len(seen) == 3 and seen[0]['model'] == 'm' and seen[0]['seed'] == 0
+    finally: srv.shutdown()
+
+def test_400_fails_at_once_with_the_servers_message(tmp_path):
+    srv, seen = stub([400])
+    try:
+        b = get_backend('openai', cache=GenerationCache(tmp_path/'c.sqlite'), base_url=f'http://127.0.0.1:{srv.server_port}/v1', model='m', backoff=0.01)
+        with pytest.raises(BackendError, match=r'HTTP 400\): stub says 400'): b.generate([Request(msgs('rate'))])
+        assert len(seen) == 1
+    finally: srv.shutdown()
+
+def test_api_key_is_sent_but_never_stored(tmp_path, monkeypatch):
+    monkeypatch.setenv('MY_KEY', 'sk-secret-123')
+    srv, seen = stub([])
+    try:
+        cache = GenerationCache(tmp_path/'c.sqlite')
+        b = get_backend('openai', cache=cache, base_url=f'http://127.0.0.1:{srv.server_port}/v1', model='m', api_key_env='MY_KEY')
+        b.generate([Request(msgs('rate'))])
+        cache.export(tmp_path/'e.jsonl')
+        assert 'sk-secret-123' not in (tmp_path/'e.jsonl').read_text()
+        assert 'sk-secret-123' not in (tmp_path/'c.sqlite').read_bytes().decode('latin-1')
+    finally: srv.shutdown()
+
+def test_replay_mode_never_calls_a_model(tmp_path):
+    srv, seen = stub([])
+    try:
+        cache = GenerationCache(tmp_path/'c.sqlite'); url = f'http://127.0.0.1:{srv.server_port}/v1'
+        get_backend('openai', cache=cache, base_url=url, model='m').generate([Request(msgs('a'))])
+        n = len(seen)
+        rp = get_backend('openai', cache=cache, mode='replay', base_url=url, model='m')
+        assert rp.generate([Request(msgs('a'))])[0].cached and len(seen) == n
+        with pytest.raises(CacheMissError, match="1 of 1 samples for model 'm'"): rp.generate([Request(msgs('b'))])
+        assert len(seen) == n
+    finally: srv.shutdown()
