@@ -68,7 +68,7 @@ check-sync: venv
 	@$(BIN)/judgelab readme --check
 
 nbtest: venv data
-	$(BIN)/nbdev_test --n_workers 2
+	JUDGELAB_LLAMA_THREADS=1 $(BIN)/nbdev_test --n_workers 2   # two notebooks at once: one llama.cpp thread each
 
 pytest: venv data
 	$(BIN)/python -m pytest -q tests
@@ -84,6 +84,7 @@ lab: venv
 bench: venv data
 	$(BIN)/python bench/bench_stats.py
 	$(BIN)/python bench/bench_backends.py
+	$(BIN)/python bench/bench_dimcheck.py
 
 clean-venv:
 	rm -rf $(VENV)

@@ -73,3 +73,15 @@ def test_agreement_reproduces_official_alttest(tmp_path, tmp_outputs):
     assert (alt[alt.dimension == 'pooled'].winning_rate == 0).all() and len(alt) == 6*5
     h = pd.read_csv(tmp_outputs/'tables'/'agreement_human.csv')
     assert h.set_index('dimension').loc['consistency', 'alpha_interval'] > 0.8
+
+def test_judge_template_on_the_embedded_model(tmp_path, tmp_outputs):
+    # real generations on 2 Topical-Chat items x 2 dimensions; the cache lives under the temporary outputs folder
+    _execute('judge', tmp_path, dataset='topical_chat', method='analyze_rate', n_items=2, dims=['naturalness', 'groundedness'],
+             method_options={'max_tokens': 64}, n_boot=20, n_perm=19)
+    import pandas as pd
+    files = list((tmp_outputs/'judgments'/'topical_chat').glob('analyze_rate__*.parquet'))
+    assert len(files) == 1
+    j = pd.read_parquet(files[0])
+    assert len(j) == 4 and j.rationale.str.len().min() > 0 and (j.parse_ok | j.failure.notna()).all()
+    cost = list((tmp_outputs/'tables').glob('judge_topical_chat__analyze_rate__*_cost.md'))
+    assert cost and 'too small to be a competent judge' in cost[0].read_text()

@@ -1,0 +1,40 @@
+"""DimCheck batching on the embedded model: batch-synchronous (one backend batch per step for all items) vs
+per item (one DimCheck run, hence one batch per step, for each item). Same items, same model, fresh caches
+for both, one process. Prints wall time, backend calls and the per-item cost table (requests and generated
+tokens of the edits vs the single judgment they edit).
+
+Run: `.venv/bin/python bench/bench_dimcheck.py [--items 4]` (or `make bench`).
+"""
+import argparse, tempfile, time
+from pathlib import Path
+import pandas as pd
+from judgelab import data as D
+from judgelab.backends import LlamaCppBackend
+from judgelab.cache import GenerationCache, CachedBackend
+from judgelab.judges import run, select_items
+from judgelab.dimcheck import edit_rate
+
+class Counting(CachedBackend):
+    calls = 0
+    def generate(self, requests, progress=True):
+        Counting.calls += 1; return super().generate(requests, progress)
+
+def main(items=4, max_tokens=160):
+    ds = D.load('topical_chat'); ids = select_items(ds, n_items=items, seed=0).item_id.tolist()
+    kw = dict(dims=['naturalness'], others=['engagingness', 'groundedness'], max_tokens=max_tokens, base_max_tokens=96, progress=False)
+    llm = LlamaCppBackend(n_ctx=2048); llm.llm()
+    with tempfile.TemporaryDirectory() as d:
+        Counting.calls = 0; b = Counting(llm, GenerationCache(Path(d)/'a.sqlite'), verbose=False)
+        t0 = time.perf_counter(); jb = run('dimcheck', ds, b, items=ids, **kw); tb = time.perf_counter() - t0; cb = Counting.calls
+        Counting.calls = 0; b2 = Counting(llm, GenerationCache(Path(d)/'b.sqlite'), verbose=False)
+        t0 = time.perf_counter(); jp = pd.concat([run('dimcheck', ds, b2, items=[i], **kw) for i in ids]); tp = time.perf_counter() - t0; cp = Counting.calls
+    print(f'DimCheck on {items} Topical-Chat items (target naturalness, 2 non-targets), embedded {llm.identity()}')
+    print(f'  batch-synchronous : {tb:7.1f} s, {cb} backend calls')
+    print(f'  per item          : {tp:7.1f} s, {cp} backend calls')
+    print(f'  ratio per-item / batched wall time: {tp/tb:.2f}x; identical final scores: {int((jb.score.fillna(-1).values == jp.score.fillna(-1).values).sum())}/{len(jb)}')
+    print(edit_rate(jb).to_string(index=False))
+
+if __name__ == '__main__':
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--items', type=int, default=4); ap.add_argument('--max-tokens', type=int, default=160)
+    a = ap.parse_args(); main(a.items, a.max_tokens)
