@@ -83,5 +83,5 @@ def test_judge_template_on_the_embedded_model(tmp_path, tmp_outputs):
     assert len(files) == 1
     j = pd.read_parquet(files[0])
     assert len(j) == 4 and j.rationale.str.len().min() > 0 and (j.parse_ok | j.failure.notna()).all()
-    cost = list((tmp_outputs/'tables').glob('judge_topical_chat__analyze_rate__*_cost.md'))
+    cost = list((tmp_outputs/'tables'/'judge').glob('judge_topical_chat__analyze_rate__*_cost.md'))
     assert cost and 'too small to be a competent judge' in cost[0].read_text()
