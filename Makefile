@@ -7,12 +7,11 @@ STAMP := $(VENV)/.judgelab-installed
 RUNS := papermill_runs
 # portable CPU build of llama.cpp (AVX2/FMA/F16C), as verified on these machines
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
-PM := $(BIN)/papermill -k judgelab --cwd nbs/experiments --log-level WARNING
 
-.PHONY: help venv data reproduce overview synthetic audit agreement test check-sync nbtest pytest export readme lab bench clean-venv
+.PHONY: help venv data reproduce overview synthetic audit agreement judges paper test check-sync nbtest pytest export readme lab bench clean-venv
 
 help:
-	@echo "make reproduce  - set up .venv, fetch + verify data, run the main job (papermill) into outputs/"
+	@echo "make reproduce  - set up .venv, fetch + verify data, run the main job (judgelab sweep configs/embedded.yaml) into outputs/"
 	@echo "make test       - set up .venv, check notebooks are clean and in sync, nbdev_test, pytest"
 	@echo "make export     - nbdev_clean + nbdev_export + README.md (after editing notebooks)"
 	@echo "make lab        - JupyterLab on 127.0.0.1"
@@ -31,30 +30,22 @@ $(STAMP): settings.ini setup.py
 data: venv
 	$(BIN)/judgelab data fetch --all
 
-overview: venv data
-	@mkdir -p $(RUNS)/data_overview
-	$(PM) nbs/experiments/data_overview.ipynb $(RUNS)/data_overview/all_datasets.ipynb
-
-AUDIT_DATASETS := summeval topical_chat hanna opinsummeval
-
-synthetic: venv data
-	@mkdir -p $(RUNS)/corrgap_synthetic
-	$(PM) nbs/experiments/corrgap_synthetic.ipynb $(RUNS)/corrgap_synthetic/all_datasets.ipynb
-
-audit: venv data
-	@mkdir -p $(RUNS)/corrgap_audit
-	@for d in $(AUDIT_DATASETS); do \
-	  echo "corrgap_audit: $$d"; \
-	  $(PM) -p dataset $$d nbs/experiments/corrgap_audit.ipynb $(RUNS)/corrgap_audit/$${d}__published.ipynb || exit 1; \
-	done
-
-agreement: venv data
-	@mkdir -p $(RUNS)/agreement
-	$(PM) nbs/experiments/agreement.ipynb $(RUNS)/agreement/all_datasets.ipynb
-
-reproduce: overview synthetic audit agreement
+# The main job: configs/embedded.yaml (every method x dataset on the embedded CPU model, the audits of the published
+# judges, the synthetic validation, the alt-test agreement, the paper notebooks). Finished runs are skipped.
+SWEEP ?= configs/embedded.yaml
+JOBS ?= 2
+reproduce: venv data
+	$(BIN)/judgelab sweep $(SWEEP) -j $(JOBS)
 	$(BIN)/judgelab readme
-	@echo "Done: tables in outputs/tables/, figures in outputs/figures/, provenance in outputs/manifest.jsonl"
+	@echo "Done: executed notebooks in $(RUNS)/, tables in outputs/tables/, figures in outputs/figures/, index in outputs/README.md"
+
+# One experiment of the main job at a time (same runs, same skipping)
+overview: venv data ; $(BIN)/judgelab sweep $(SWEEP) --only data_overview
+synthetic: venv data ; $(BIN)/judgelab sweep $(SWEEP) --only corrgap_synthetic
+audit: venv data ; $(BIN)/judgelab sweep $(SWEEP) --only corrgap_audit -j $(JOBS)
+agreement: venv data ; $(BIN)/judgelab sweep $(SWEEP) --only agreement
+judges: venv data ; $(BIN)/judgelab sweep $(SWEEP) --only judge
+paper: venv data ; $(BIN)/judgelab sweep $(SWEEP) --only paper_corrgap paper_checkeval paper_decomposition -j $(JOBS)
 
 # Fails if nbdev_clean or nbdev_export would change tracked files (notebooks not clean, or library out of sync).
 check-sync: venv
