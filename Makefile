@@ -58,8 +58,9 @@ check-sync: venv
 	echo "notebooks clean and library in sync"
 	@$(BIN)/judgelab readme --check
 
+# two notebooks at once, one llama.cpp thread each; their demos write to outputs/tmp/nbtest (not the committed outputs)
 nbtest: venv data
-	JUDGELAB_LLAMA_THREADS=1 $(BIN)/nbdev_test --n_workers 2   # two notebooks at once: one llama.cpp thread each
+	JUDGELAB_OUTPUTS=$(CURDIR)/outputs/tmp/nbtest JUDGELAB_LLAMA_THREADS=1 $(BIN)/nbdev_test --n_workers 2
 
 pytest: venv data
 	$(BIN)/python -m pytest -q tests
