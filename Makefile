@@ -32,10 +32,13 @@ data: venv
 
 # The main job: configs/embedded.yaml (every method x dataset on the embedded CPU model, the audits of the published
 # judges, the synthetic validation, the alt-test agreement, the paper notebooks). Finished runs are skipped.
+# The executed notebooks are committed, so on a fresh clone every run is already done: `make reproduce FORCE=1`
+# reruns them all (the generation cache still answers what it holds).
 SWEEP ?= configs/embedded.yaml
 JOBS ?= 2
+FORCE ?=
 reproduce: venv data
-	$(BIN)/judgelab sweep $(SWEEP) -j $(JOBS)
+	$(BIN)/judgelab sweep $(SWEEP) -j $(JOBS) $(if $(FORCE),--force)
 	$(BIN)/judgelab readme
 	@echo "Done: executed notebooks in $(RUNS)/, tables in outputs/tables/, figures in outputs/figures/, index in outputs/README.md"
 
