@@ -57,6 +57,8 @@ def _data_info(a):
     print(f"{spec.name}: {spec.title}\n  citation: {spec.citation}\n  licence: {spec.licence}\n  homepage: {spec.homepage}\n"
           f"  annotators: {spec.annotators}")
     if spec.notes: print(textwrap.fill(spec.notes, 100, initial_indent='  notes: ', subsequent_indent='    '))
+    print(textwrap.fill(f"{spec.quality_threshold} ({spec.quality_source})", 100,
+                        initial_indent='  CorrGap quality-group threshold: ', subsequent_indent='    '))
     print("  dimensions (paper order):")
     for d in spec.dims:
         print(f"    {d.name} [{d.label}] scale {d.lo:g}..{d.hi:g}" + (f" step {d.step:g}" if d.step else " (continuous)"))

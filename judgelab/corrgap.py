@@ -4,15 +4,19 @@
 
 # %% ../nbs/06_corrgap.ipynb #cc629ddf
 from __future__ import annotations
-import math, itertools
+import sys, math, itertools, warnings
 from dataclasses import dataclass, field
 import numpy as np, pandas as pd
 from scipy import stats as ss
-from .stats import corr, fdr_adjust, METHODS
+from tqdm import tqdm
+from .stats import corr, fdr_adjust, krippendorff_alpha, METHODS
+from .data import load, judgment_scores
 
 # %% auto #0
-__all__ = ['divergence', 'split_groups', 'CorrGapResult', 'fisher_z_test', 'corrgap', 'synthetic_dependence', 'quality_groups',
-           'CorrGapMatrix', 'corrgap_matrix']
+__all__ = ['SUMMARY_COLUMNS', 'divergence', 'split_groups', 'CorrGapResult', 'fisher_z_test', 'corrgap', 'rater_slots',
+           'bootstrap_weights', 'split_counts', 'human_baseline', 'simulate_raters', 'sigma_for_alpha',
+           'synthetic_dependence', 'quality_groups', 'quality_threshold', 'CorrGapMatrix', 'corrgap_audit',
+           'corrgap_matrix']
 
 # %% ../nbs/06_corrgap.ipynb #753e899b
 def _id_order(ids):
@@ -26,7 +30,7 @@ def divergence(gt_t, gt_o)->np.ndarray:
     gt_t = np.asarray(gt_t, float); gt_o = np.asarray(gt_o, float); n = len(gt_t)
     return np.abs(ss.rankdata(gt_t) - ss.rankdata(gt_o))/n   # the 0.5/n offsets cancel; exact on the rank scale
 
-def split_groups(gt_t, gt_o, ids=None, control:bool=True, bins=None)->dict:
+def split_groups(gt_t, gt_o, ids=None, control:bool=True, bins='exact')->dict:
     "Indices of the high- (H) and low-divergence (L) groups, before and after distribution control."
     gt_t = np.asarray(gt_t, float); n = len(gt_t)
     idr = _id_order(np.arange(n) if ids is None else ids)
@@ -45,16 +49,18 @@ def split_groups(gt_t, gt_o, ids=None, control:bool=True, bins=None)->dict:
     return out
 
 def _bins(gt_t, bins):
-    "Bin labels: default floor(gt_t + 0.5); 'exact' (one bin per distinct value), per-item labels, a callable, or dict(edges=[...])."
-    if bins is None: return np.floor(gt_t + 0.5)
+    "Stratum labels: 'exact' (one stratum per distinct value, the default), 'round' (floor(gt_t + 0.5)), per-item labels, a callable, or dict(edges=[...])."
+    if bins is None: raise ValueError("bins=None meant rounded bins before SPEC turn 2; pass bins='exact' (the default) or bins='round'")
     if isinstance(bins, str):
         if bins == 'exact': return np.round(gt_t, 9)
-        raise ValueError(f"bins must be None, 'exact', per-item labels, a callable or dict(edges=...), not {bins!r}")
+        if bins == 'round': return np.floor(gt_t + 0.5)
+        raise ValueError(f"bins must be 'exact', 'round', per-item labels, a callable or dict(edges=...), not {bins!r}")
     if callable(bins): return np.asarray(bins(gt_t))
     if isinstance(bins, dict): return np.digitize(gt_t, np.asarray(bins['edges'], float))
     b = np.asarray(bins)
     if len(b) != len(gt_t): raise ValueError(f"bins has {len(b)} labels for {len(gt_t)} items (pass dict(edges=[...]) for edges)")
     return b
+
 
 # %% ../nbs/06_corrgap.ipynb #9413d9bc
 def _masked_pearson(X, Y, M):
@@ -68,9 +74,10 @@ def _masked_pearson(X, Y, M):
     return np.clip(r, -1, 1)
 
 def _r_from_sums(n, sx, sy, sxx, syy, sxy):
-    vx = sxx - sx*sx/n; vy = syy - sy*sy/n; cxy = sxy - sx*sy/n
-    tol = 1e-9*np.maximum(1, n)**2
-    with np.errstate(invalid='ignore', divide='ignore'): r = cxy/np.sqrt(vx*vy)
+    with np.errstate(invalid='ignore', divide='ignore'):      # an empty group (n = 0) gives NaN below
+        vx = sxx - sx*sx/n; vy = syy - sy*sy/n; cxy = sxy - sx*sy/n
+        tol = 1e-9*np.maximum(1, n)**2
+        r = cxy/np.sqrt(vx*vy)
     r = np.where((vx <= tol) | (vy <= tol) | (n < 3), np.nan, r)
     return np.clip(r, -1, 1)
 
@@ -96,12 +103,15 @@ class _SpearmanGaps:
         sx = (cx*ax).sum(1); sy = (cy*ay).sum(1); sxx = (cx*ax*ax).sum(1); syy = (cy*ay*ay).sum(1)
         sxy = np.einsum('bp,bp,bp->b', C, ax[:, self.px_run], ay[:, self.py_run])
         return _r_from_sums(n, sx, sy, sxx, syy, sxy)
+    def counts(self, K):
+        "Per-pair member counts (B, pairs) from per-item counts or a mask K (B, n)."
+        return (K.astype(np.float32) @ self.E).astype(np.float64) if self.compress else K.astype(np.float64)
     def __call__(self, M):
-        C = (M.astype(np.float32) @ self.E).astype(np.float64) if self.compress else M.astype(np.float64)
+        C = self.counts(M)
         return self._r(C) - self._r(self.tot - C)
 
 class _GapEngine:
-    "Computes corr(pred[L], gt[L]) - corr(pred[H], gt[H]) for a batch of L-masks over the kept items."
+    "Computes corr(pred[L], gt[L]) - corr(pred[H], gt[H]) for a batch of L-masks over the kept items, or of (L, H) copy counts."
     def __init__(self, pred, gt, method):
         self.p, self.g, self.method = np.asarray(pred, float), np.asarray(gt, float), method
         if method == 'pearson':
@@ -128,6 +138,14 @@ class _GapEngine:
         return self._kendall(M) - self._kendall(~M)
     def gaps(self, L, chunk=2000):
         out = [self._gaps(L[s:s + chunk]) for s in range(0, len(L), chunk)]
+        return np.concatenate(out) if out else np.zeros(0)
+    def _corr_counts(self, K):
+        if self.method == 'pearson': return _r_from_sums(*(K.astype(np.float64) @ self.V).T)
+        if self.method == 'spearman': return self.sp._r(self.sp.counts(K))
+        return self._kendall(K)
+    def count_gaps(self, KL, KH, chunk=2000):
+        "Gaps for groups given as copies per item (B, n) each: a weighted resample holds an item 0, 1, 2, ... times."
+        out = [self._corr_counts(KL[s:s + chunk]) - self._corr_counts(KH[s:s + chunk]) for s in range(0, len(KL), chunk)]
         return np.concatenate(out) if out else np.zeros(0)
 
 # %% ../nbs/06_corrgap.ipynb #ddaf9840
@@ -187,7 +205,7 @@ def corrgap(pred_t, # judge scores for the target dimension
             ids=None, # item ids (ties in D are broken by ascending id); default: positions
             method:str='spearman', # 'spearman', 'pearson' or 'kendall'
             control:bool=True, # distribution control (identical target histograms in both groups)
-            bins=None, # None: floor(gt_t + 0.5) (SPEC); 'exact': one bin per distinct value; per-item labels; a callable; dict(edges=[...])
+            bins='exact', # strata: 'exact' (one per distinct gt_t value, SPEC default); 'round' (floor(gt_t + 0.5)); per-item labels; a callable; dict(edges=[...])
             test:str|None='permutation', # 'permutation', 'fisher' or None
             n_perm:int=9999, # permutations (exact enumeration when there are at most n_perm + 1 assignments)
             seed:int=0,
@@ -199,6 +217,7 @@ def corrgap(pred_t, # judge scores for the target dimension
     if not (len(p_) == len(t_) == len(o_)): raise ValueError("pred_t, gt_t and gt_o must have the same length")
     ids_ = np.arange(len(p_)) if ids is None else np.asarray(ids)
     b_ = None if bins is None or callable(bins) or isinstance(bins, (dict, str)) else np.asarray(bins)
+    if bins is None: _bins(None, None)         # a clear error for the pre-turn-2 spelling
     ok = np.isfinite(p_) & np.isfinite(t_) & np.isfinite(o_)
     p_, t_, o_, ids_ = p_[ok], t_[ok], o_[ok], ids_[ok]
     if b_ is not None: bins = b_[ok]
@@ -224,6 +243,159 @@ def corrgap(pred_t, # judge scores for the target dimension
     out.p = hits/len(gaps) if exact else (1 + hits)/(n_perm + 1)
     out.n_perm, out.exact = len(gaps), exact
     return out
+
+# %% ../nbs/06_corrgap.ipynb #d544ca37
+def _as_dataset(dataset):
+    "A Dataset from a Dataset or a dataset name."
+    return load(dataset) if isinstance(dataset, str) else dataset
+
+def rater_slots(dataset, # a `judgelab.data.Dataset` (or a dataset name)
+                dim:str, # dimension
+               )->pd.DataFrame: # items (dataset order) x slots 0..K-1, NaN where a slot is empty
+    "Individual ratings of `dim` per item, one column per rater slot (the rater's position among the item's raters as stored)."
+    ds = _as_dataset(dataset); dim = ds.dim(dim).name
+    h = ds.human[ds.human.dimension == dim]
+    slot = h.groupby('item_id', sort=False).cumcount()
+    return h.assign(slot=slot.values).pivot(index='item_id', columns='slot', values='score').reindex(ds.items.item_id)
+
+def bootstrap_weights(docs, # document (cluster) of each item
+                      n_boot:int=1000, seed:int=0,
+                     )->np.ndarray: # (n_boot, n) integer multiplicity of each item in each resample
+    "Cluster bootstrap over documents: each resample draws as many documents as there are, with replacement."
+    _, dix = np.unique(np.asarray(docs), return_inverse=True); nd = dix.max() + 1
+    return np.random.default_rng(seed).multinomial(nd, np.full(nd, 1/nd), size=n_boot)[:, dix]
+
+
+# %% ../nbs/06_corrgap.ipynb #a1fb7f62
+def _onehot(inv, k):
+    G = np.zeros((len(inv), k)); G[np.arange(len(inv)), inv] = 1; return G
+
+def _key_dtype(mx): return np.uint16 if mx < 2**16 else (np.uint32 if mx < 2**32 else np.uint64)
+
+def split_counts(W, # (B, n) item multiplicities per resample (0 = item absent)
+                 gt_t, gt_o, # human means (references) for the target and the non-target
+                 ids=None, # item ids (ties in D broken by ascending id); default: positions
+                 control:bool=True, # distribution control
+                 bins='exact', # strata, as in `corrgap`
+                )->tuple: # (KL, KH): copies of each item kept in the low- and high-divergence groups, (B, n) each
+    "`split_groups` for many weighted resamples at once: copies of an item count as consecutive items."
+    W = np.asarray(W); B, n = W.shape
+    byid = np.argsort(_id_order(np.arange(n) if ids is None else ids), kind='stable')    # work in ascending id order
+    W = W[:, byid]; gt_t = np.asarray(gt_t, float)[byid]; gt_o = np.asarray(gt_o, float)[byid]
+    Wf = W.astype(np.float64); r2 = []
+    for x in (gt_t, gt_o):                      # twice the average ranks in each resample: exact integers
+        u, inv = np.unique(x, return_inverse=True); c = Wf @ _onehot(inv, len(u))
+        r2.append((2*np.cumsum(c, 1) - c)[:, inv])
+    D2 = np.abs(r2[0] - r2[1]).astype(np.int64); dmax = int(D2.max()) + 1
+    N = W.sum(1, keepdims=True); k = N//2
+    o = np.argsort((dmax - 1 - D2).astype(_key_dtype(dmax)), axis=1, kind='stable')   # D descending, ties by id
+    Wo = np.take_along_axis(W, o, 1); before = np.cumsum(Wo, 1) - Wo
+    KH = np.empty_like(W); KL = np.empty_like(W)
+    np.put_along_axis(KH, o, np.clip(k - before, 0, Wo), 1)                  # the first floor(N/2) copies
+    np.put_along_axis(KL, o, np.clip(k - (N - before - Wo), 0, Wo), 1)      # the last floor(N/2) copies
+    if control:
+        s = np.unique(_bins(gt_t, bins), return_inverse=True)[1].ravel(); S = int(s.max()) + 1
+        G = _onehot(s, S)
+        m = np.minimum(KH @ G, KL @ G).astype(W.dtype)[:, s]               # each item's stratum quota m_b
+        sizes = np.bincount(s, minlength=S); starts = np.repeat(np.r_[0, np.cumsum(sizes)[:-1]], sizes)
+        for K, Dk in ((KH, dmax - 1 - D2), (KL, D2)):                       # H keeps its largest D, L its smallest; ties by id
+            o = np.argsort((s*dmax + Dk).astype(_key_dtype(S*dmax)), axis=1, kind='stable')
+            Ko = np.take_along_axis(K, o, 1); c = np.cumsum(Ko, 1) - Ko
+            np.put_along_axis(K, o, np.clip(np.take_along_axis(m, o, 1) - (c - c[:, starts]), 0, Ko), 1)
+    inv = np.empty(n, int); inv[byid] = np.arange(n)
+    return KL[:, inv], KH[:, inv]
+
+
+# %% ../nbs/06_corrgap.ipynb #9773aaad
+def human_baseline(preds, # judge scores for the target: an array, or {name: array} for several judges at once
+                   R_t, # (n, K) individual human ratings of the target, one column per rater slot (NaN if missing)
+                   R_o, # (n, K) individual human ratings of the non-target, same slots
+                   ids=None, # item ids (ties in D broken by ascending id)
+                   docs=None, # document of each item: the cluster-bootstrap unit (default: each item its own)
+                   method:str='spearman', bins='exact', # correlation and strata, as in `corrgap`
+                   n_boot:int=1000, # bootstrap resamples (0: point estimates only)
+                   ci:float=0.95, seed:int=0,
+                   W=None, # precomputed (n_boot, n) bootstrap weights (share them across pairs for common resamples)
+                   keep_boot:bool=False, # keep each judge's bootstrap excess values (column `boot`)
+                  )->pd.DataFrame: # one row per judge
+    "Human baseline and excess CorrGap (SPEC §2): each rater's gap against the others' mean, the judge's gap against the same references."
+    if method not in METHODS: raise ValueError(f"method must be one of {METHODS}, not {method!r}")
+    single = not isinstance(preds, dict)
+    preds = {'judge': preds} if single else preds
+    R_t, R_o = np.asarray(R_t, float), np.asarray(R_o, float)
+    if R_t.ndim != 2 or R_t.shape != R_o.shape: raise ValueError(f"R_t and R_o must be (items, raters) arrays of one shape, got {R_t.shape} and {R_o.shape}")
+    n, K = R_t.shape
+    P = {k: np.asarray(v, float) for k, v in preds.items()}
+    if any(len(v) != n for v in P.values()): raise ValueError(f"every judge needs {n} scores (one per row of R_t)")
+    ids = np.arange(n) if ids is None else np.asarray(ids)
+    if W is None: W = bootstrap_weights(np.arange(n) if docs is None else docs, n_boot, seed) if n_boot else np.zeros((0, n), int)
+    W = np.r_[np.ones((1, n), W.dtype if len(W) else int), W]     # row 0: the data themselves (point estimates)
+    Hg = {k: np.full((K, len(W)), np.nan) for k in P}; Jg = {k: np.full((K, len(W)), np.nan) for k in P}
+    if K >= 2:
+        for a in range(K):
+            rest = np.delete(np.arange(K), a)
+            with warnings.catch_warnings():
+                warnings.simplefilter('ignore', RuntimeWarning)        # an item without other ratings: NaN reference
+                ref_t, ref_o = np.nanmean(R_t[:, rest], 1), np.nanmean(R_o[:, rest], 1)
+            base = np.isfinite(ref_t) & np.isfinite(ref_o) & np.isfinite(R_t[:, a])
+            groups = {}                                                   # judges with the same scored items share one split
+            for k, v in P.items(): groups.setdefault((base & np.isfinite(v)).tobytes(), []).append(k)
+            for key, names in groups.items():
+                ok = np.frombuffer(key, bool)
+                if ok.sum() < 6: continue
+                KL, KH = split_counts(W[:, ok], ref_t[ok], ref_o[ok], ids[ok], bins=bins)
+                h = _GapEngine(R_t[ok, a], ref_t[ok], method).count_gaps(KL, KH)
+                for k in names:
+                    Hg[k][a] = h; Jg[k][a] = _GapEngine(P[k][ok], ref_t[ok], method).count_gaps(KL, KH)
+    rows = []
+    for k in P:
+        h0, j0 = Hg[k][:, 0], Jg[k][:, 0]
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore', RuntimeWarning)
+            d_all = Jg[k][:, 1:].mean(0) - Hg[k][:, 1:].mean(0)           # NaN if any rater's gap is NaN in a resample
+        d = d_all[np.isfinite(d_all)]; a_ = (1 - ci)/2
+        lo, hi = (np.quantile(d, a_), np.quantile(d, 1 - a_)) if len(d) >= 2 else (np.nan, np.nan)
+        row = dict(judge=k, gap_human=h0.mean(), gap_judge_loo=j0.mean(), excess=j0.mean() - h0.mean(),
+                   excess_lo=float(lo), excess_hi=float(hi), p_excess=(1 + np.sum(d <= 0))/(len(d) + 1) if len(d) else np.nan,
+                   k_raters=K, n_boot=len(d), h=h0.tolist(), j=j0.tolist())
+        if keep_boot: row['boot'] = d_all
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# %% ../nbs/06_corrgap.ipynb #b55bfb25
+def simulate_raters(n_items:int=1000, # items
+                    K:int=3, # human raters per item
+                    sigma:float=1.0, # each rater's noise sd on the latent scale (see `sigma_for_alpha`)
+                    rho:float=0.5, # latent correlation of the target and the non-target
+                    w:float=0.0, # the judge's dependence on the latent non-target
+                    judge_sigma:float|None=None, # the judge's noise sd (default: a rater's, `sigma`)
+                    cuts=(-1.5, -0.5, 0.5, 1.5), # cut points from the latent scale to 1..5
+                    per_doc:int=1, # items per document (the cluster-bootstrap unit)
+                    seed:int=0,
+                   )->dict: # R_t, R_o (items x raters), pred, docs, z_t, z_o
+    "A latent-score model: raters and a judge see the same latent target (and the judge, by weight `w`, the non-target), each with noise, cut to 1..5."
+    rng = np.random.default_rng(seed)
+    z = rng.multivariate_normal([0, 0], [[1, rho], [rho, 1]], size=n_items); zt, zo = z[:, 0], z[:, 1]
+    cut = lambda x: np.digitize(x, cuts) + 1.0
+    R_t = cut(zt[:, None] + rng.normal(0, sigma, (n_items, K))); R_o = cut(zo[:, None] + rng.normal(0, sigma, (n_items, K)))
+    mix = (1 - w)*zt + w*zo; mix = mix/math.sqrt((1 - w)**2 + w**2 + 2*w*(1 - w)*rho)     # unit variance for every w
+    pred = cut(mix + rng.normal(0, sigma if judge_sigma is None else judge_sigma, n_items))
+    return dict(R_t=R_t, R_o=R_o, pred=pred, docs=np.arange(n_items)//per_doc, z_t=zt, z_o=zo)
+
+def sigma_for_alpha(alpha:float, # target Krippendorff's alpha (interval) of the raters
+                    K:int=3, cuts=(-1.5, -0.5, 0.5, 1.5), n_items:int=4000, seed:int=0,
+                   )->float:
+    "The rater noise sd whose simulated ratings have Krippendorff's alpha `alpha` (bisection on common random numbers)."
+    if not 0 < alpha < 1: raise ValueError(f"alpha must be in (0, 1), not {alpha}")
+    rng = np.random.default_rng(seed); z = rng.normal(size=(n_items, 1)); e = rng.normal(size=(n_items, K))
+    f = lambda s: krippendorff_alpha((np.digitize(z + s*e, cuts) + 1.0).T, 'interval')
+    lo, hi = 1e-3, 20.0
+    for _ in range(40):
+        mid = math.sqrt(lo*hi)
+        lo, hi = (mid, hi) if f(mid) > alpha else (lo, mid)
+    return math.sqrt(lo*hi)
+
 
 # %% ../nbs/06_corrgap.ipynb #14ac52bb
 def synthetic_dependence(dataset_or_gt=None, # None (simulate), a Dataset, or (gt_t, gt_o) arrays
@@ -264,52 +436,120 @@ def quality_groups(pred_t, gt_t, gt_o, threshold:float, ids=None, **kwargs)->dic
         out[name] = corrgap(p_[m], t_[m], o_[m], ids=ids_[m], **kwargs)
     return out
 
+def quality_threshold(dataset, # a `judgelab.data.Dataset` or a dataset name
+                      dim:str, # target dimension
+                     )->float:
+    "The low/high quality threshold of `dim` from the dataset's registry entry ('median': the median human mean)."
+    ds = _as_dataset(dataset); dim = ds.dim(dim).name
+    thr = ds.spec.quality_threshold
+    thr = thr.get(dim, 'median') if isinstance(thr, dict) else thr
+    return float(ds.human_mean([dim])[dim].median()) if thr == 'median' else float(thr)
+
 # %% ../nbs/06_corrgap.ipynb #304f8207
 @dataclass
 class CorrGapMatrix:
-    "A judge's CorrGap matrix."
-    long: pd.DataFrame      # one row per (target, other): gap, r_low, r_high, n_low, n_high, p, p_bh, ...
+    "A judge's CorrGap matrix: raw CorrGap with its permutation test, and the human baseline with the excess."
+    long: pd.DataFrame      # one row per (target, other): gap, r_low, r_high, n_low, n_high, p, p_bh, gap_human, excess, ...
     judge: str = ''
     model: str = ''
+    boot: np.ndarray|None = field(default=None, repr=False)   # (pairs, n_boot) bootstrap excess values (NaN kept), rows as `long`
     @property
     def G(self): return self.long.pivot(index='target', columns='other', values='gap')
+    @property
+    def E(self): return self.long.pivot(index='target', columns='other', values='excess')
     @property
     def P(self): return self.long.pivot(index='target', columns='other', values='p')
     @property
     def per_target(self):
-        return self.long.groupby('target', sort=False).gap.agg(mean='mean', max='max')
+        cols = [c for c in SUMMARY_COLUMNS if c in self.long]
+        out = self.long.groupby('target', sort=False)[cols].mean()
+        out.insert(1, 'gap_max', self.long.groupby('target', sort=False).gap.max())
+        return out
     @property
-    def judge_mean(self): return float(self.per_target['mean'].mean())
-    def __repr__(self): return f'CorrGapMatrix({self.judge}/{self.model}, pairs={len(self.long)}, judge_mean={self.judge_mean:.4g})'
+    def judge_mean(self): return float(self.per_target['gap'].mean())
+    def summary(self, alpha:float=0.05, ci:float=0.95)->dict:
+        "Judge level: the mean over targets of each per-target mean, pairs significant at BH `alpha`, and a bootstrap CI of the mean excess."
+        pt = self.per_target; L = self.long
+        out = dict(judge=self.judge, model=self.model, pairs=len(L), **{c: float(pt[c].mean()) for c in pt.columns if c != 'gap_max'})
+        out['sig_raw'] = int((L.p_bh < alpha).sum()) if 'p_bh' in L else 0
+        if 'excess' in L:
+            out['sig_excess'] = int((L.p_excess_bh < alpha).sum())
+            out['excess_lo'], out['excess_hi'] = _mean_ci(self.boot, L, ci)
+        return out
+    def __repr__(self):
+        ex = f", excess={self.long.excess.mean():.4g}" if 'excess' in self.long else ''
+        return f'CorrGapMatrix({self.judge}/{self.model}, pairs={len(self.long)}, judge_mean={self.judge_mean:.4g}{ex})'
+
+SUMMARY_COLUMNS = ['gap', 'gap_human', 'gap_judge_loo', 'excess']
+
+def _mean_ci(boot, long, ci=0.95):
+    "Percentile CI of the judge-level mean excess (mean over targets of the per-target mean) from the pairs' common bootstrap resamples."
+    if boot is None or not len(boot) or boot.shape[1] < 2: return (np.nan, np.nan)
+    t = long.target.values
+    per_t = np.stack([boot[t == x].mean(0) for x in pd.unique(t)])      # NaN in a resample propagates
+    m = per_t.mean(0); m = m[np.isfinite(m)]; a = (1 - ci)/2
+    return (float(np.quantile(m, a)), float(np.quantile(m, 1 - a))) if len(m) >= 2 else (np.nan, np.nan)
+
+def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (schema of judgelab.data)
+                  dataset, # a `judgelab.data.Dataset` or a dataset name
+                  targets=None, # target dimensions (default: all judged)
+                  others=None, # non-targets (default: every other dimension except 'overall')
+                  method:str='spearman', control:bool=True, bins='exact',
+                  test:str|None='permutation', n_perm:int=9999, seed:int=0,
+                  baseline:bool=True, # human baseline and excess CorrGap (needs >= 2 rater slots per item)
+                  n_boot:int=1000, # cluster-bootstrap resamples over documents for the excess
+                  progress:bool=False, # a progress bar on stderr
+                 )->dict: # {(judge, model): CorrGapMatrix}
+    "CorrGap matrices of every judge in `judgments`; the human baseline is computed once per pair for all judges."
+    ds = _as_dataset(dataset)
+    s = judgment_scores(judgments)
+    hm = ds.human_mean(); ids = hm.index.values
+    docs = ds.items.set_index('item_id').doc_id.reindex(hm.index).values
+    judges = s[['judge', 'model']].drop_duplicates().values.tolist()
+    if not judges: raise ValueError("no judgments to audit")
+    wide = {(j, m): g.pivot(index='item_id', columns='dimension', values='score').reindex(hm.index)
+            for (j, m), g in s.groupby(['judge', 'model'], sort=False)}
+    judged = [d for d in ds.spec.dim_names if any(d in w for w in wide.values())]
+    targets = [ds.dim(t).name for t in (targets or judged)]
+    slots = {d: rater_slots(ds, d).values for d in ds.spec.dim_names} if baseline else {}
+    W = bootstrap_weights(docs, n_boot, seed) if baseline and n_boot else None
+    rows = {tuple(k): [] for k in judges}; boots = {tuple(k): [] for k in judges}
+    pairs = [(i, t, k, o) for i, t in enumerate(targets)
+             for k, o in enumerate([ds.dim(x).name for x in others] if others else [d for d in ds.spec.dim_names if d not in (t, 'overall')])
+             if o != t]
+    for i, t, k, o in tqdm(pairs, desc=f'CorrGap {ds.name}', disable=not progress, file=sys.stderr):
+        preds = {jm: (w[t].values if t in w else np.full(len(hm), np.nan)) for jm, w in wide.items()}
+        hb = None
+        if baseline:
+            hb = dict(zip(preds, human_baseline(preds, slots[t], slots[o], ids=ids, method=method, bins=bins, W=W,
+                                                keep_boot=True).to_dict('records')))
+        for jm, pred in preds.items():
+            r = corrgap(pred, hm[t].values, hm[o].values, ids=ids, method=method, control=control, bins=bins,
+                        test=test, n_perm=n_perm, seed=seed + 1000*i + k)
+            row = dict(judge=jm[0], model=jm[1], target=t, other=o, **r.as_dict())
+            if hb is not None:
+                b = hb[jm]
+                row.update({c: b[c] for c in ('gap_human', 'gap_judge_loo', 'excess', 'excess_lo', 'excess_hi', 'p_excess', 'k_raters')})
+                boots[jm].append(b['boot'] if len(b['boot']) else np.zeros(0))
+            rows[jm].append(row)
+    out = {}
+    for jm in rows:
+        long = pd.DataFrame(rows[jm])
+        long['p_bh'] = fdr_adjust(long.p.values, 'bh') if test else np.nan
+        if baseline: long['p_excess_bh'] = fdr_adjust(long.p_excess.values, 'bh')
+        out[jm] = CorrGapMatrix(long, *jm, boot=np.stack(boots[jm]) if baseline and n_boot else None)
+    return out
 
 def corrgap_matrix(judgments:pd.DataFrame, # judgments (schema of judgelab.data); filtered to one judge below
-                   dataset, # a `judgelab.data.Dataset`
+                   dataset, # a `judgelab.data.Dataset` or a dataset name
                    judge:str|None=None, model:str|None=None, # which judge (needed if several are present)
-                   targets=None, # target dimensions (default: all judged)
-                   others=None, # non-targets (default: every other dimension except 'overall')
-                   method:str='spearman', control:bool=True, bins=None,
-                   test:str|None='permutation', n_perm:int=9999, seed:int=0,
+                   **kwargs, # passed to `corrgap_audit` (targets, others, method, bins, test, n_perm, seed, baseline, n_boot)
                   )->CorrGapMatrix:
-    "CorrGap G[t, o] for one judge over all (target, non-target) pairs, with raw and BH-adjusted p-values."
-    from judgelab.data import judgment_scores
+    "CorrGap G[t, o] for one judge over all (target, non-target) pairs, with raw and BH-adjusted p-values and the human baseline."
     j = judgments
     if judge is not None: j = j[j.judge == judge]
     if model is not None: j = j[j.model == model]
     pairs = j[['judge', 'model']].drop_duplicates()
     if len(pairs) != 1: raise ValueError(f"corrgap_matrix needs exactly one judge; found {pairs.values.tolist()} (pass judge= and model=)")
-    judge, model = pairs.iloc[0]
-    s = judgment_scores(j).pivot(index='item_id', columns='dimension', values='score')
-    hm = dataset.human_mean()
-    targets = [dataset.dim(t).name for t in (targets or [d for d in dataset.spec.dim_names if d in s.columns])]
-    rows = []
-    for i, t in enumerate(targets):
-        os_ = [dataset.dim(o).name for o in others] if others else [d for d in dataset.spec.dim_names if d not in (t, 'overall')]
-        for k, o in enumerate(os_):
-            if o == t: continue
-            pred = s[t].reindex(hm.index).values if t in s else np.full(len(hm), np.nan)
-            r = corrgap(pred, hm[t].values, hm[o].values, ids=hm.index.values, method=method, control=control,
-                        bins=bins, test=test, n_perm=n_perm, seed=seed + 1000*i + k)
-            rows.append(dict(judge=judge, model=model, target=t, other=o, **r.as_dict()))
-    long = pd.DataFrame(rows)
-    long['p_bh'] = fdr_adjust(long.p.values, 'bh') if test else np.nan
-    return CorrGapMatrix(long, judge, model)
+    return next(iter(corrgap_audit(j, dataset, **kwargs).values()))
+

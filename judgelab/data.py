@@ -13,10 +13,11 @@ from tqdm.auto import tqdm
 from .core import paths, sha256_file
 
 # %% auto #0
-__all__ = ['DATASETS', 'JUDGMENT_COLUMNS', 'JUDGMENT_SOURCES', 'Dimension', 'FileSpec', 'DatasetSpec', 'UnknownDatasetError',
-           'ChecksumError', 'DataError', 'MissingDataError', 'JudgmentImportError', 'get_spec', 'default_mirror',
-           'raw_dir', 'fetch', 'verify', 'spec_pins', 'available', 'Dataset', 'load', 'JudgmentSource', 'parse_rating',
-           'parse_labelled', 'list_judgments', 'load_judgments', 'judgment_scores', 'import_judgments']
+__all__ = ['QUALITY_SOURCE', 'DATASETS', 'JUDGMENT_COLUMNS', 'JUDGMENT_SOURCES', 'Dimension', 'FileSpec', 'DatasetSpec',
+           'UnknownDatasetError', 'ChecksumError', 'DataError', 'MissingDataError', 'JudgmentImportError', 'get_spec',
+           'default_mirror', 'raw_dir', 'fetch', 'verify', 'spec_pins', 'available', 'Dataset', 'load',
+           'JudgmentSource', 'parse_rating', 'parse_labelled', 'list_judgments', 'load_judgments', 'judgment_scores',
+           'import_judgments']
 
 # %% ../nbs/01_data.ipynb #ca5812ff
 @dataclass(frozen=True)
@@ -43,6 +44,9 @@ class FileSpec:
     size: int|None = None     # bytes
     mirror: str|None = None   # path below <mirror>/<dataset>/ (default: raw/<path> or <path>)
 
+QUALITY_SOURCE = ('Li & Chaturvedi (2026) split items into low/high quality "using dataset-specific ground-truth score '
+                  'thresholds" without giving the values; judgelab uses the per-target median of the human mean')
+
 @dataclass
 class DatasetSpec:
     "A registry entry: provenance, files and dimensions of one dataset."
@@ -58,6 +62,8 @@ class DatasetSpec:
     annotators: str = ''
     notes: str = ''
     optional: bool = False    # not mirrored here; load() explains how to get it
+    quality_threshold: object = 'median'   # CorrGap quality groups: a number, {dim: number}, or 'median' (per-target median human mean)
+    quality_source: str = QUALITY_SOURCE   # where the threshold comes from
     def dim(self, name):
         "The dimension called `name` (or one of its aliases)."
         key = _norm(name)

@@ -45,6 +45,12 @@ def corr(x, y, method:str='spearman')->float:
     return float(np.clip((x @ y)/math.sqrt((x @ x)*(y @ y)), -1, 1))
 
 # %% ../nbs/05_stats.ipynb #6b560a9c
+_MEAN_DECIMALS = 10   # system means are rounded to this many decimals before ranking / correlating
+
+def _tidy_means(m):
+    "Round system means so that means equal up to float noise (~1e-16) tie exactly (see `_MEAN_DECIMALS`)."
+    return np.round(np.asarray(m, dtype=float), _MEAN_DECIMALS)
+
 @dataclass
 class Corr:
     "A correlation with the number of rows and, at summary level, of documents used."
@@ -78,7 +84,7 @@ def correlation(pred, # judge scores
     if system is None: raise ValueError("system level needs `system` (the system of each row)")
     df['s'] = np.asarray(system); df = df.dropna(subset=['p', 'h'])
     m = df.groupby('s', sort=False)[['p', 'h']].mean()
-    return Corr(corr(m.p, m.h, method), len(m))
+    return Corr(corr(_tidy_means(m.p), _tidy_means(m.h), method), len(m))
 
 # %% ../nbs/05_stats.ipynb #d6fd0ba3
 def _wpearson(X, Y, W):
@@ -105,13 +111,68 @@ def _boot_sample(p, h, counts_rows, method):
     rp, rh = _wranks(p, counts_rows), _wranks(h, counts_rows)
     return _wpearson(rp, rh, counts_rows)
 
-def bootstrap_ci(pred, human, doc, system=None, method:str='spearman', level:str='sample', n_boot:int=1000,
-                 ci:float=0.95, seed:int=0)->tuple:
-    "Percentile CI of `correlation` from a cluster bootstrap over documents (seeded): (lo, hi, n_valid_resamples)."
+_KENDALL_MAX_PAIRS = 4000   # more distinct (x, y) pairs than this: scipy per resample (cheaper than the K x K sign matrix)
+_CHUNK = 1 << 22            # elements per temporary array when chunking over resamples
+
+def _group_sum(W, g, k):
+    "Column sums of W (B, n) within the groups g (n,) valued in 0..k-1: (B, k)."
+    out = np.zeros((k, W.shape[0]))
+    if W.shape[1]:
+        o = np.argsort(g, kind='stable'); gs = g[o]
+        starts = np.r_[0, np.flatnonzero(np.diff(gs)) + 1]
+        out[gs[starts]] = np.add.reduceat(W.T[o], starts, axis=0)
+    return out.T
+
+def _tau_b(S, N, sx2, sy2):
+    "tau-b from S (concordant - discordant pairs), N points and the sums of squared tie-group sizes in x and y; NaN like `corr`."
+    n0 = N*(N - 1)/2; dx = n0 - (sx2 - N)/2; dy = n0 - (sy2 - N)/2     # n0 - T_x, n0 - T_y
+    with np.errstate(invalid='ignore', divide='ignore'):
+        t = S/np.sqrt(dx*dy)
+    t[(N < 3) | (dx <= 0) | (dy <= 0)] = np.nan                          # < 3 points or a constant input
+    return np.clip(t, -1, 1)
+
+def _wkendall(x, y, W, max_pairs:int=_KENDALL_MAX_PAIRS):
+    "Kendall tau-b of the multiset with W[b, i] copies of (x[i], y[i]), for each row of the integer counts W (B, n)."
+    x = np.asarray(x, dtype=float); y = np.asarray(y, dtype=float); W = np.atleast_2d(np.asarray(W, dtype=float))
+    ok = np.isfinite(x) & np.isfinite(y); x, y, W = x[ok], y[ok], W[:, ok]
+    ux, ix = np.unique(x, return_inverse=True); uy, iy = np.unique(y, return_inverse=True)
+    pairs, ip = np.unique(ix*len(uy) + iy, return_inverse=True)        # distinct (x, y) pairs, x-major
+    K = len(pairs)
+    if K > max_pairs:
+        return np.array([corr(np.repeat(x, w.astype(int)), np.repeat(y, w.astype(int)), 'kendall') for w in W])
+    Wc = _group_sum(W, ip.ravel(), K)                                   # (B, K) multiplicity of each pair
+    N = Wc.sum(1)
+    # float32 is exact here (integers below 2**24 all the way) and twice as fast
+    dt = np.float32 if (N.max(initial=0) < 2**24 and np.array_equal(Wc, np.round(Wc))) else float
+    px, py = (pairs//len(uy)).astype(dt), (pairs % len(uy)).astype(dt)
+    M = np.sign(np.subtract.outer(px, px)); M *= np.sign(np.subtract.outer(py, py))   # +1 concordant, -1 discordant, 0 tied
+    S = np.empty(len(Wc)); step = max(1, _CHUNK//max(K, 1))
+    for a in range(0, len(Wc), step):
+        c = Wc[a:a + step]; S[a:a + step] = ((c.astype(dt) @ M)*c).sum(1)/2
+    sq = lambda g, k: (Wc**2).sum(1) if k == K else (_group_sum(Wc, g, k)**2).sum(1)   # sum of squared tie-group sizes
+    return _tau_b(S, N, sq(pairs//len(uy), len(ux)), sq(pairs % len(uy), len(uy)))
+
+def _kendall_rows(X, Y):
+    "Kendall tau-b of each row pair of X, Y (B, n), non-finite pairs dropped; NaN like `corr`."
+    X = np.asarray(X, dtype=float); Y = np.asarray(Y, dtype=float); B, n = X.shape
+    ok = np.isfinite(X) & np.isfinite(Y); X = np.where(ok, X, 0); Y = np.where(ok, Y, 0)
+    out = np.empty(B); step = max(1, _CHUNK//max(n*n, 1))
+    for a in range(0, B, step):
+        x, y, v = X[a:a + step], Y[a:a + step], ok[a:a + step]
+        V = v[:, :, None] & v[:, None, :]                                 # both points of the pair present
+        sx = np.sign(x[:, :, None] - x[:, None, :]); sy = np.sign(y[:, :, None] - y[:, None, :])
+        out[a:a + step] = _tau_b((sx*sy*V).sum((1, 2))/2, v.sum(1).astype(float),
+                                 ((sx == 0) & V).sum((1, 2)).astype(float), ((sy == 0) & V).sum((1, 2)).astype(float))
+    return out
+
+def _boot_vals(pred, human, doc, system=None, method:str='spearman', level:str='sample', n_boot:int=1000, seed:int=0):
+    "The statistic on each of the `n_boot` cluster-bootstrap resamples (NaN where undefined); None if there is nothing to resample."
+    _check_method(method)
+    if level not in LEVELS: raise ValueError(f"level must be one of {LEVELS}, not {level!r}")
     df = pd.DataFrame(dict(p=np.asarray(pred, float), h=np.asarray(human, float), d=np.asarray(doc),
                            s=np.asarray(system) if system is not None else 0)).dropna(subset=['p', 'h'])
     docs, dix = np.unique(df.d.values, return_inverse=True)
-    if len(df) < 3 or len(docs) < 2: return (np.nan, np.nan, 0)
+    if len(df) < 3 or len(docs) < 2: return None
     rng = np.random.default_rng(seed)
     C = rng.multinomial(len(docs), np.full(len(docs), 1/len(docs)), size=n_boot).astype(float)   # (B, D)
     p, h = df.p.values, df.h.values
@@ -119,25 +180,26 @@ def bootstrap_ci(pred, human, doc, system=None, method:str='spearman', level:str
         r = np.array([corr(p[dix == k], h[dix == k], method) for k in range(len(docs))])
         ok = np.isfinite(r)
         with np.errstate(invalid='ignore', divide='ignore'):
-            vals = (C[:, ok] @ r[ok])/C[:, ok].sum(1)
-    elif level == 'sample':
+            return (C[:, ok] @ r[ok])/C[:, ok].sum(1)
+    if level == 'sample':
         W = C[:, dix]
-        if method == 'kendall':
-            vals = np.array([corr(np.repeat(p, w.astype(int)), np.repeat(h, w.astype(int)), 'kendall') for w in W])
-        else: vals = _boot_sample(p, h, W, method)
-    elif level == 'system':
-        sys_, six = np.unique(df.s.values, return_inverse=True)
-        P = np.zeros((len(docs), len(sys_))); H = np.zeros_like(P); N = np.zeros_like(P)
-        np.add.at(P, (dix, six), p); np.add.at(H, (dix, six), h); np.add.at(N, (dix, six), 1)
-        with np.errstate(invalid='ignore', divide='ignore'):
-            mp, mh = (C @ P)/(C @ N), (C @ H)/(C @ N)
-        if method == 'kendall': vals = np.array([corr(a, b, 'kendall') for a, b in zip(mp, mh)])
-        else:
-            okc = np.isfinite(mp).all(0) & np.isfinite(mh).all(0)
-            mp, mh = mp[:, okc], mh[:, okc]
-            if method == 'spearman': mp, mh = ss.rankdata(mp, axis=1), ss.rankdata(mh, axis=1)
-            vals = _wpearson(mp, mh, np.ones_like(mp))
-    else: raise ValueError(f"level must be one of {LEVELS}, not {level!r}")
+        return _wkendall(p, h, W) if method == 'kendall' else _boot_sample(p, h, W, method)
+    sys_, six = np.unique(df.s.values, return_inverse=True)
+    P = np.zeros((len(docs), len(sys_))); H = np.zeros_like(P); N = np.zeros_like(P)
+    np.add.at(P, (dix, six), p); np.add.at(H, (dix, six), h); np.add.at(N, (dix, six), 1)
+    with np.errstate(invalid='ignore', divide='ignore'):
+        mp, mh = _tidy_means((C @ P)/(C @ N)), _tidy_means((C @ H)/(C @ N))
+    if method == 'kendall': return _kendall_rows(mp, mh)
+    okc = np.isfinite(mp).all(0) & np.isfinite(mh).all(0)
+    mp, mh = mp[:, okc], mh[:, okc]
+    if method == 'spearman': mp, mh = ss.rankdata(mp, axis=1), ss.rankdata(mh, axis=1)
+    return _wpearson(mp, mh, np.ones_like(mp))
+
+def bootstrap_ci(pred, human, doc, system=None, method:str='spearman', level:str='sample', n_boot:int=1000,
+                 ci:float=0.95, seed:int=0)->tuple:
+    "Percentile CI of `correlation` from a cluster bootstrap over documents (seeded): (lo, hi, n_valid_resamples)."
+    vals = _boot_vals(pred, human, doc, system, method, level, n_boot, seed)
+    if vals is None: return (np.nan, np.nan, 0)
     vals = vals[np.isfinite(vals)]
     if len(vals) < 2: return (np.nan, np.nan, len(vals))
     a = (1 - ci)/2

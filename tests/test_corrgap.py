@@ -1,7 +1,8 @@
-"CorrGap properties of SPEC §2 (P1-P6) and degenerate inputs, with hypothesis for the invariances."
+"CorrGap properties of SPEC §2 (P1-P6, H1-H4), the bootstrap split engine against brute force, and degenerate inputs; hypothesis for the invariances."
 import numpy as np, pandas as pd, pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
-from judgelab.corrgap import corrgap, split_groups, synthetic_dependence, corrgap_matrix, quality_groups
+from judgelab.corrgap import (corrgap, split_groups, synthetic_dependence, corrgap_matrix, quality_groups, split_counts,
+                              bootstrap_weights, human_baseline, simulate_raters, sigma_for_alpha, _GapEngine)
 from judgelab.stats import correlation, corr
 
 scores = st.lists(st.integers(1, 5), min_size=12, max_size=60)
@@ -81,9 +82,96 @@ def test_degenerate_inputs_give_nan_never_raise(method):
 def test_matrix_on_published_judge_has_bh_pvalues():
     from judgelab.data import load, load_judgments
     ds = load('opinsummeval')
-    cm = corrgap_matrix(load_judgments('opinsummeval', 'chatgpt_cot'), ds, n_perm=199)
+    cm = corrgap_matrix(load_judgments('opinsummeval', 'chatgpt_cot'), ds, n_perm=199, n_boot=50)
     assert cm.G.shape == (4, 3 + 1) or cm.G.shape[0] == 4
     assert len(cm.long) == 12 and cm.long.p_bh.notna().all() and (cm.long.p_bh >= cm.long.p - 1e-12).all()
     assert np.isfinite(cm.judge_mean)
     with pytest.raises(ValueError, match='exactly one judge'):
         corrgap_matrix(load_judgments('hanna', 'chhun2024'), load('hanna'))
+
+
+def test_matrix_takes_a_dataset_name_and_reports_the_human_baseline():
+    from judgelab.data import load_judgments
+    cm = corrgap_matrix(load_judgments('opinsummeval', 'chatgpt_cot'), 'opinsummeval', n_perm=99, n_boot=50)
+    need = ['gap', 'r_low', 'r_high', 'n_low', 'p', 'p_bh', 'gap_human', 'gap_judge_loo', 'excess', 'excess_lo', 'excess_hi',
+            'p_excess', 'p_excess_bh']
+    assert not set(need) - set(cm.long.columns)
+    assert (cm.long.k_raters == 2).all()                          # OpinSummEval: K = 2 is flagged in every row
+    assert np.allclose(cm.long.excess, cm.long.gap_judge_loo - cm.long.gap_human)
+    s = cm.summary()
+    assert s['excess_lo'] <= s['excess'] <= s['excess_hi'] and s['pairs'] == 12
+
+def test_old_bins_spelling_is_a_clear_error():
+    t = np.array([1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 2, 4], float)
+    with pytest.raises(ValueError, match="bins='round'"): corrgap(t, t, t[::-1], bins=None)
+    with pytest.raises(ValueError, match='bins must be'): corrgap(t, t, t[::-1], bins='rounded')
+
+@st.composite
+def weighted(draw):
+    n = draw(st.integers(8, 40))
+    t = np.array(draw(st.lists(st.integers(3, 15), min_size=n, max_size=n)), float)/3
+    o = np.array(draw(st.lists(st.integers(3, 15), min_size=n, max_size=n)), float)/3
+    p = np.array(draw(st.lists(st.integers(1, 5), min_size=n, max_size=n)), float)
+    W = np.array(draw(st.lists(st.lists(st.integers(0, 3), min_size=n, max_size=n), min_size=1, max_size=4)))
+    return p, t, o, W
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(weighted(), st.sampled_from([(True, 'exact'), (True, 'round'), (False, 'exact')]), st.sampled_from(['spearman', 'pearson']))
+def test_split_counts_equals_expanding_each_resample(x, ctl, method):
+    p, t, o, W = x
+    ids = np.arange(len(p))[::-1]*3                                  # ties in D broken by these ids
+    KL, KH = split_counts(W, t, o, ids, *ctl)
+    got = _GapEngine(p, t, method).count_gaps(KL, KH)
+    for w, g in zip(W, got):
+        ix = np.repeat(np.arange(len(p)), w)
+        ref = corrgap(p[ix], t[ix], o[ix], ids=ids[ix]*100 + np.arange(len(ix)), method=method, control=ctl[0], bins=ctl[1], test=None)
+        assert _same(g, ref.gap)
+        assert KL[len(got) and 0].shape == (len(p),)
+
+def _sim_excess(alpha, n_sims, n=400, n_boot=100, **kw):
+    s = sigma_for_alpha(alpha)
+    out = []
+    for seed in range(n_sims):
+        sim = simulate_raters(n, sigma=s, per_doc=4, seed=seed, **kw)
+        raw = corrgap(sim['pred'], sim['R_t'].mean(1), sim['R_o'].mean(1), test=None).gap
+        hb = human_baseline(sim['pred'], sim['R_t'], sim['R_o'], docs=sim['docs'], n_boot=n_boot, seed=seed).iloc[0]
+        out.append(dict(raw=raw, excess=hb.excess, p=hb.p_excess, human=hb.gap_human))
+    return pd.DataFrame(out)
+
+def test_h1_a_held_out_rater_as_judge_has_no_excess():
+    s = sigma_for_alpha(0.45); ex = []
+    for seed in range(30):
+        sim = simulate_raters(400, K=4, sigma=s, per_doc=4, seed=seed)
+        R_t, R_o = sim['R_t'], sim['R_o']
+        ex.append(human_baseline(R_t[:, 3], R_t[:, :3], R_o[:, :3], docs=sim['docs'], n_boot=0).excess.iloc[0])
+    assert abs(np.mean(ex)) <= 0.03, np.mean(ex)
+
+def test_h2_raw_corrgap_grows_with_rater_noise_while_the_excess_stays_calibrated():
+    # a judge of fixed quality (noise of a rater at alpha 0.7), no dependence: raw CorrGap > 0, growing as the raters' alpha falls
+    js = sigma_for_alpha(0.7)
+    raw = [_sim_excess(a, 30, judge_sigma=js, n_boot=0).raw.mean() for a in (0.2, 0.45, 0.7)]
+    assert raw[0] > raw[1] > raw[2] > 0, raw
+    # a judge whose noise equals a rater's: the excess is ~0 and its test near the nominal level (30 simulations)
+    for a in (0.2, 0.45, 0.7):
+        r = _sim_excess(a, 30)
+        assert abs(r.excess.mean()) <= 0.03, (a, r.excess.mean())
+        assert (r.p < 0.05).mean() <= 0.15, (a, (r.p < 0.05).mean())
+
+def test_h3_excess_grows_with_dependence():
+    ex = [_sim_excess(0.45, 10, w=w, n_boot=0).excess.mean() for w in (0.0, 0.3, 0.6)]
+    assert ex[0] < ex[1] < ex[2], ex
+    assert ex[2] > 0.1
+
+@pytest.mark.parametrize('name', ['summeval', 'topical_chat', 'hanna', 'opinsummeval'])
+def test_h4_permutation_test_is_calibrated_on_real_human_means(name):
+    from judgelab.data import load
+    ds = load(name); dims = [d for d in ds.spec.dim_names if d != 'overall']
+    c = ds.human_mean(dims).corr('spearman')
+    ps = {b: [] for b in ('exact', 'round')}
+    for t in dims:
+        o = c[t].drop(t).idxmax()                                    # the hardest pair: the most correlated non-target
+        for seed in range(8):
+            sim = synthetic_dependence(ds, 0, seed, dims=(t, o))
+            for b in ps: ps[b].append(corrgap(sim.pred, sim.gt_t, sim.gt_o, ids=sim.item_id, bins=b, n_perm=199, seed=seed).p)
+    share = {b: float(np.mean(np.array(v) < 0.05)) for b, v in ps.items()}
+    assert share['exact'] <= 0.10, share
