@@ -10,7 +10,7 @@ import urllib.request, urllib.error, http.client
 from dataclasses import dataclass, field, asdict, replace
 from concurrent.futures import ThreadPoolExecutor, as_completed, wait, FIRST_EXCEPTION
 from pathlib import Path
-from tqdm.auto import tqdm
+from tqdm import tqdm
 from .core import paths, sha256_file
 
 # %% auto #0

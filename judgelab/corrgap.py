@@ -518,7 +518,8 @@ def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (sch
              for k, o in enumerate([ds.dim(x).name for x in others] if others else [d for d in ds.spec.dim_names if d not in (t, 'overall')])
              if o != t]
     for i, t, k, o in tqdm(pairs, desc=f'CorrGap {ds.name}', disable=not progress, file=sys.stderr):
-        preds = {jm: (w[t].values if t in w else np.full(len(hm), np.nan)) for jm, w in wide.items()}
+        preds = {jm: w[t].values for jm, w in wide.items() if t in w and w[t].notna().any()}   # judges that scored t
+        if not preds: continue
         hb = None
         if baseline:
             hb = dict(zip(preds, human_baseline(preds, slots[t], slots[o], ids=ids, method=method, bins=bins, W=W,
@@ -534,6 +535,7 @@ def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (sch
             rows[jm].append(row)
     out = {}
     for jm in rows:
+        if not rows[jm]: continue
         long = pd.DataFrame(rows[jm])
         long['p_bh'] = fdr_adjust(long.p.values, 'bh') if test else np.nan
         if baseline: long['p_excess_bh'] = fdr_adjust(long.p_excess.values, 'bh')

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from collections import Counter
 import numpy as np, pandas as pd
-from tqdm.auto import tqdm
+from tqdm import tqdm
 from .core import paths, sha256_file
 
 # %% auto #0

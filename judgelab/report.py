@@ -13,7 +13,8 @@ import seaborn as sns
 from .core import paths, record_manifest
 
 # %% auto #0
-__all__ = ['set_style', 'save_table', 'save_figure', 'run_judgment_files', 'collect_judgments', 'write_outputs_index']
+__all__ = ['set_style', 'save_table', 'save_figure', 'save_text', 'run_judgment_files', 'collect_judgments',
+           'write_outputs_index']
 
 # %% ../nbs/11_report.ipynb #a913597a
 def set_style():
@@ -60,6 +61,18 @@ def save_figure(fig, # a matplotlib figure
     fig.savefig(pdf, metadata={'CreationDate': None}); fig.savefig(png)
     record_manifest([pdf, png], notebook, parameters, inputs, extra)
     return [pdf, png]
+
+def save_text(text:str, # markdown prose (computed from tables, never typed results)
+              name:str, # file stem under outputs/tables/
+              notebook:str|None=None, parameters:dict|None=None, inputs=None, caption:str|None=None, extra:dict|None=None,
+              out_dir=None, # default: `paths.tables`
+             )->list: # paths written
+    "Write generated prose as markdown (the README includes it), and record it in the manifest."
+    out = Path(out_dir or paths.tables); out.mkdir(parents=True, exist_ok=True)
+    md = out/f'{name}.md'
+    md.write_text((f'<!-- {caption} -->\n' if caption else '') + text.strip() + '\n')
+    record_manifest([md], notebook, parameters, inputs, extra)
+    return [md]
 
 # %% ../nbs/11_report.ipynb #99e28bc2
 def run_judgment_files(dataset:str)->list:

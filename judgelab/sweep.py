@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from concurrent.futures import ThreadPoolExecutor, wait, FIRST_COMPLETED
 from pathlib import Path
 import yaml
-from tqdm.auto import tqdm
+from tqdm import tqdm
 from .core import paths, sha256_file
 
 # %% auto #0

@@ -20,11 +20,11 @@ experiments:
       method_options: [{max_tokens: 32}]
   audit:
     template: nbs/experiments/corrgap_audit.ipynb
-    parameters: {sources: [closerlook_analyze_rate], n_perm: 49, n_perm_quality: 9, n_boot: 10}
+    parameters: {sources: [closerlook_analyze_rate], n_perm: 49, n_boot_excess: 20, n_perm_quality: 9, n_boot: 10}
     grid: {dataset: [topical_chat]}
   paper_corrgap:
     template: nbs/experiments/paper_corrgap.ipynb
-    parameters: {datasets: [topical_chat, qags], published: false, n_perm: 19, n_perm_quality: 9}
+    parameters: {datasets: [topical_chat, qags], published: false, n_perm: 19, n_boot_excess: 20, n_perm_quality: 9}
     needs: [judge]
     inputs: ['outputs/judgments/**/*.parquet']
   paper_checkeval:

@@ -41,16 +41,34 @@ def test_corrgap_synthetic_small(tmp_path, tmp_outputs):
     assert ctl[1.0] > ctl[0.0] + 0.2 and abs(ctl[0.0]) < 0.1
     assert (tmp_outputs/'figures'/'corrgap_synthetic.png').exists()
 
+def test_corrgap_noise_small(tmp_path, tmp_outputs):
+    _execute('corrgap_noise', tmp_path, n_sims=4, n_sims_curve=2, n_boot=20, n_perm=19, datasets=['summeval'])
+    import pandas as pd
+    fp = pd.read_csv(tmp_outputs/'tables'/'corrgap_noise_false_positives.csv')
+    assert set(fp.setting) == {'generic', 'summeval'} and fp.share_excess.between(0, 1).all()
+    curve = pd.read_csv(tmp_outputs/'tables'/'corrgap_noise_curve.csv')
+    assert set(curve.w) == {0.0, 0.25, 0.5} and set(curve.judge_noise) == {1.0, 0.5}
+    assert (tmp_outputs/'figures'/'corrgap_noise.png').exists()
+
 def test_corrgap_audit_small(tmp_path, tmp_outputs):
-    _execute('corrgap_audit', tmp_path, dataset='topical_chat', sources=['closerlook_analyze_rate'], n_perm=99, n_perm_quality=19, n_boot=20)
+    _execute('corrgap_audit', tmp_path, dataset='topical_chat', sources=['closerlook_analyze_rate'], n_perm=99, n_boot_excess=50,
+             n_perm_quality=19, n_boot=20)
     import pandas as pd
     t = pd.read_csv(tmp_outputs/'tables'/'audit_topical_chat.csv')
     assert set(t.dimension) == {'naturalness', 'coherence', 'engagingness', 'groundedness'}
-    assert {'corr_sample', 'corrgap_mean', 'p_bh_min', 'sig'} <= set(t.columns)
+    assert {'corr_sample', 'corrgap', 'gap_human', 'excess', 'sig_raw', 'sig_excess'} <= set(t.columns)
     pairs = pd.read_csv(tmp_outputs/'tables'/'audit_topical_chat_corrgap_pairs.csv')
-    assert len(pairs) == 4*4 and pairs.p.between(0, 1).all()
-    assert (tmp_outputs/'figures'/'audit'/'topical_chat'/'analyze_rate__gpt-3.5-turbo-0613.png').exists()
+    assert len(pairs) == 4*4 and pairs.p.between(0, 1).all() and pairs.p_excess.between(0, 1).all()
+    assert ((pairs.excess - (pairs.gap_judge_loo - pairs.gap_human)).abs() < 1e-12).all() and (pairs.k_raters == 3).all()
+    for f in ['audit_topical_chat_excess.png', 'audit_topical_chat_excess_heatmaps.png']: assert (tmp_outputs/'figures'/f).exists()
     assert set(pd.read_csv(tmp_outputs/'tables'/'audit_topical_chat_quality.csv').quality) == {'low', 'high'}
+    h = pd.read_csv(tmp_outputs/'tables'/'audit_topical_chat_headline.csv').iloc[0]
+    assert (h.n_perm, h.n_boot_excess, h.bins) == (99, 50, 'exact')      # the counts quoted come from the run's parameters
+    d = pd.read_csv(tmp_outputs/'tables'/'audit_topical_chat_quality_direction.csv').iloc[0]
+    assert d.paper_finding == 'more severe for low-quality texts' and d.agrees in ('yes', 'no')
+    nb = json.loads((tmp_path/'corrgap_audit.ipynb').read_text())
+    errs = [o for c in nb['cells'] for o in c.get('outputs', []) if o.get('name') == 'stderr']
+    assert not errs, errs                                              # no warnings or progress bars in the executed notebook
 
 def test_corrgap_audit_of_imported_judgments(tmp_path, tmp_outputs):
     import pandas as pd
@@ -61,9 +79,9 @@ def test_corrgap_audit_of_imported_judgments(tmp_path, tmp_outputs):
             for i in hm.index for d in ['aspect_relevance', 'readability']]
     f = tmp_path/'mine.csv'; pd.DataFrame(rows).to_csv(f, index=False)
     j = D.import_judgments(f, 'opinsummeval', 'mine', 'noisy'); out = tmp_path/'mine__noisy.parquet'; j.to_parquet(out)
-    _execute('corrgap_audit', tmp_path, dataset='opinsummeval', judgments_path=str(out), n_perm=49, n_perm_quality=9, n_boot=10)
+    _execute('corrgap_audit', tmp_path, dataset='opinsummeval', judgments_path=str(out), n_perm=49, n_boot_excess=20, n_perm_quality=9, n_boot=10)
     t = pd.read_csv(tmp_outputs/'tables'/'audit_opinsummeval_mine__noisy.csv')
-    assert set(t.dimension) == {'aspect_relevance', 'readability'}
+    assert set(t.dimension) == {'aspect_relevance', 'readability'} and (t.k_raters == 2).all()
 
 def test_agreement_reproduces_official_alttest(tmp_path, tmp_outputs):
     # the template asserts the pooled SummEval APs of the official AltTest notebook
