@@ -11,7 +11,8 @@ import pandas as pd
 from judgelab import data as D
 from judgelab.backends import LlamaCppBackend
 from judgelab.cache import GenerationCache, CachedBackend
-from judgelab.judges import run, select_items
+from judgelab.judges import select_items
+from judgelab.methods import run
 from judgelab.dimcheck import edit_rate
 
 class Counting(CachedBackend):

@@ -11,8 +11,11 @@ import numpy as np, pandas as pd, yaml
 from .core import paths
 from .prompts import load_prompt, item_variables
 from .parse import parse_checklist, checklist_score
-from .judges import register, to_table, typed_judgments, EXTRA_COLUMNS
 from . import data as D
+from .llm import Backend
+from .models import get_backend
+from .stats import corr, fleiss_kappa, krippendorff_alpha
+from .judges import to_table, typed_judgments, EXTRA_COLUMNS
 
 # %% auto #0
 __all__ = ['ChecklistError', 'Checklist', 'checklist_path', 'load_checklist', 'polarity_issues', 'checkeval', 'answer_table',
@@ -66,7 +69,6 @@ def polarity_issues(questions:list)->list:
     return out
 
 # %% ../nbs/08_checklist.ipynb #c567fda0
-@register('checkeval')
 def checkeval(ds, its, dims, backend, template:str='checkeval', stage:str='seed', max_tokens:int=128, seed:int=0, progress=True):
     "CheckEval judgments: one row per (item, dimension), score = yes / answered over all the dimension's questions."
     t = load_prompt(template); lists = {d: load_checklist(ds.name, d, stage) for d in dims}     # all checklists first
@@ -105,7 +107,6 @@ def answer_table(j:pd.DataFrame)->pd.DataFrame:
 
 def question_agreement(tables:list)->float:
     "Fleiss' kappa on per-question answers across judge models (units = (item, question) answered by every model)."
-    from judgelab.stats import fleiss_kappa
     a = pd.concat([answer_table(t) for t in tables])
     w = a.pivot_table(index=['item_id', 'question'], columns='model', values='answer', aggfunc='first').dropna()
     if w.shape[1] < 2 or len(w) == 0: return np.nan
@@ -115,7 +116,6 @@ def question_agreement(tables:list)->float:
 # %% ../nbs/08_checklist.ipynb #a274f4ef
 def score_agreement(tables:list, level:str='interval')->pd.DataFrame:
     "Krippendorff's alpha across judge models on dimension scores, per dimension (coders = models, units = items)."
-    from judgelab.stats import krippendorff_alpha
     a = pd.concat(tables); rows = []
     for d, g in a.groupby('dimension', sort=False):
         w = g.pivot_table(index='model', columns='item_id', values='score', aggfunc='mean')
@@ -143,7 +143,6 @@ def generate_checklist(dataset:str, dimension:str, backend=None, # default: the 
                        k:int=3, # questions per sub-dimension and augmentation kind
                        seed:int=0, write:bool=True, progress:bool=True)->dict:
     "CheckEval's augmentation and filtering stages for one dimension: {'augmented', 'filtered', 'decisions'}."
-    from judgelab.backends import Backend, get_backend
     b = backend if isinstance(backend, Backend) else get_backend(backend)
     ds = D.load(dataset); base = load_checklist(ds.name, dimension); d = ds.dim(dimension)
     var = dict(dimension_label=d.label, output_label=ds.spec.output_label, definition=base.definition or d.definition)
@@ -181,7 +180,6 @@ def learned_weights(j:pd.DataFrame, dataset, dimension:str, train_frac:float=0.2
     "Spearman on held-out items: LinearRegression on per-question answers (trained on train_frac) vs the unweighted score."
     from sklearn.linear_model import LinearRegression
     from sklearn.model_selection import train_test_split
-    from judgelab.stats import corr
     a = answer_table(j[j.dimension == dimension]).pivot_table(index='item_id', columns='question', values='answer', aggfunc='first')
     y = dataset.human_mean()[dimension].reindex(a.index); unweighted = j[j.dimension == dimension].set_index('item_id').score.reindex(a.index)
     rows = []
@@ -200,7 +198,6 @@ def binarized_likert(scores, lo:float, hi:float, middle_to:int=0):
     return np.where(np.isnan(x), np.nan, out)
 
 # %% ../nbs/08_checklist.ipynb #ba92b9c8
-@register('reference')
 def reference(ds, its, dims, backend, stage:str='seed', seed:int=0, progress=True, template:str='atomic_check'):
     "Atomic-check reference judgments: one yes/no request per checklist question of the target dimension."
     t = load_prompt(template); lists = {d: load_checklist(ds.name, d, stage) for d in dims}

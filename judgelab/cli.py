@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 from . import data as D
 from .core import paths
+from . import sweep as S
 
 # %% auto #0
 __all__ = ['render_readme', 'parser', 'main']
@@ -85,7 +86,6 @@ def _judgments_import(a):
 
 # %% ../nbs/13_cli.ipynb #ae2aed6e
 def _sweep(a):
-    from judgelab import sweep as S
     if a.jobs < 1: print(f"error: -j/--jobs must be at least 1, not {a.jobs}", file=sys.stderr); return 2
     sw = S.load_sweep(a.config, S.parse_assignments(a.set), S.parse_assignments(a.match))
     only = a.only or None
@@ -173,9 +173,8 @@ def parser()->argparse.ArgumentParser:
 def main(argv=None)->int:
     "Entry point of the `judgelab` command."
     a = parser().parse_args(argv)
-    from judgelab.sweep import ConfigError
     try: return a.fn(a)
-    except ConfigError as e:
+    except S.ConfigError as e:
         print(f"error: {e}", file=sys.stderr); return 2
     except (D.UnknownDatasetError, D.ChecksumError, D.MissingDataError, D.DataError, D.JudgmentImportError, KeyError, FileNotFoundError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)

@@ -10,13 +10,18 @@ from sklearn.linear_model import LinearRegression
 from sklearn.tree import DecisionTreeRegressor
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.neural_network import MLPRegressor
-from sklearn.model_selection import train_test_split, GroupShuffleSplit
+import json, re, yaml
 from pathlib import Path
-from .stats import round_to_scale, corr, alt_test
+from . import data as D
+from .core import paths
+from .prompts import load_prompt, item_variables, scale_text
+from .parse import parse_score
+from .stats import round_to_scale, corr, alt_test, split_indices
+from .judges import judgment_row, icl_examples, _slug, typed_judgments
 
 # %% auto #0
-__all__ = ['REGRESSOR_ORDER', 'make_regressor', 'split_indices', 'feature_columns', 'evaluate_regressor', 'best_regressor',
-           'parse_criteria', 'generic_criteria', 'decompose_criteria', 'decomposition', 'aggregate']
+__all__ = ['REGRESSOR_ORDER', 'make_regressor', 'feature_columns', 'evaluate_regressor', 'best_regressor', 'parse_criteria',
+           'generic_criteria', 'decompose_criteria', 'decomposition', 'aggregate']
 
 # %% ../nbs/09_decompose.ipynb #8975face
 REGRESSOR_ORDER = ('LR', 'DT', 'RF', 'MLP')
@@ -28,15 +33,6 @@ def make_regressor(name:str, seed:int=0):
     if name == 'RF': return RandomForestRegressor(n_estimators=100, random_state=seed)
     if name == 'MLP': return MLPRegressor(hidden_layer_sizes=(100,), random_state=seed)
     raise ValueError(f"regressor must be one of {REGRESSOR_ORDER}, not {name!r}")
-
-def split_indices(n:int, seed:int=0, groups=None)->tuple:
-    "Train and test indices: a 50/50 `train_test_split`, or a document-grouped split when `groups` is given."
-    idx = np.arange(n)
-    if groups is None:
-        train, test = train_test_split(idx, test_size=0.5, random_state=seed)
-        return np.asarray(train), np.asarray(test)
-    tr, te = next(GroupShuffleSplit(n_splits=1, test_size=0.5, random_state=seed).split(idx, groups=np.asarray(groups)))
-    return idx[tr], idx[te]
 
 def feature_columns(children:dict, # {L1 criterion: [its sub-criterion columns]}
                     target:str, mode:str='vertical', # 'vertical' or 'horizontal'
@@ -79,13 +75,6 @@ def best_regressor(results:list)->str:
     return max(sorted(tot, key=REGRESSOR_ORDER.index), key=lambda k: (round(tot[k], 12), -REGRESSOR_ORDER.index(k)))
 
 # %% ../nbs/09_decompose.ipynb #91f26974
-import json, re, yaml
-from . import data as D
-from .core import paths
-from .prompts import load_prompt, item_variables, scale_text
-from .parse import parse_score
-from .judges import register, judgment_row, icl_examples, _slug, typed_judgments
-
 def parse_criteria(text:str)->list:
     "Sub-criteria listed as '- name: description' (or '1. name: description', or a bare list item), in order, without duplicates."
     out, seen = [], set()
@@ -126,7 +115,6 @@ def decompose_criteria(ds, dims, backend, variant:str='hd_eval', k:int=4, k3:int
     for (d, c), kids in zip(pairs, l3): out[d] += kids or [c]      # an L2 the model did not split stays a leaf
     return out
 
-@register('decomposition')
 def decomposition(ds, its, dims, backend, variant:str='hd_eval', k:int=4, k3:int=2, icl:int=5, max_tokens:int=48, seed:int=0, progress=True):
     "Sub-criterion scores of a decomposition variant: one row per (item, L1, sub-criterion)."
     tree = decompose_criteria(ds, dims, backend, variant, k, k3, icl, seed, progress)

@@ -7,10 +7,10 @@ from __future__ import annotations
 import re, json
 import numpy as np, pandas as pd
 from dataclasses import dataclass, field
-from .backends import Request
+from .llm import Request
 from .prompts import load_prompt, item_variables
 from .parse import parse_score
-from .judges import register, analyze_rate_requests, analysis_text, to_table, typed_judgments, judgment_row, EXTRA_COLUMNS
+from .judges import analyze_rate_requests, analysis_text, to_table, typed_judgments, judgment_row, EXTRA_COLUMNS
 from . import data as D
 
 # %% auto #0
@@ -43,7 +43,6 @@ class _State:
     edit_completion_tokens: int = 0
 
 # %% ../nbs/10_dimcheck.ipynb #a197627f
-@register('dimcheck')
 def dimcheck(ds, its, dims, backend, editor=None, # editor backend (default: the judge's backend)
              order:str='paper', # 'paper' (dataset paper order) or 'random' (seeded per item)
              one_step:bool=False, # remove all non-targets in one edit

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import yaml, jinja2
 from .core import paths
-from .backends import Request
+from .llm import Request
 
 # %% auto #0
 __all__ = ['PromptError', 'PromptTemplate', 'prompts_dir', 'load_prompt', 'list_prompts', 'scale_text', 'item_variables',

@@ -10,7 +10,8 @@ import numpy as np, pandas as pd
 import matplotlib
 import matplotlib.pyplot as plt
 import seaborn as sns
-from .core import paths, record_manifest
+from . import data as D
+from .core import paths, record_manifest, sha256_file, _rel
 
 # %% auto #0
 __all__ = ['set_style', 'save_table', 'save_figure', 'save_text', 'run_judgment_files', 'collect_judgments',
@@ -85,8 +86,6 @@ def collect_judgments(dataset, # a dataset name or `judgelab.data.Dataset`
                       methods=None, # keep only these run methods (file-name methods, e.g. 'geval', 'dimcheck_random')
                      )->tuple: # (judgments with a `source` column, {input: sha256})
     "All judgments of a dataset with their provenance hashes."
-    from judgelab import data as D
-    from judgelab.core import sha256_file, _rel
     ds = dataset if isinstance(dataset, D.Dataset) else D.load(dataset)
     parts, inputs = [], {f'{ds.name}/{f}': h for f, h in ds.hashes.items()}
     if published:

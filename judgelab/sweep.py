@@ -11,6 +11,12 @@ from pathlib import Path
 import yaml
 from tqdm import tqdm
 from .core import paths, sha256_file
+from . import data as D
+from .backends import EMBEDDED_NAME
+from .cache import GenerationCache
+from .models import BACKENDS
+from .methods import METHODS
+from .report import write_outputs_index
 
 # %% auto #0
 __all__ = ['GENERATION_PARAMS', 'NAME_PARAMS', 'ConfigError', 'load_yaml_lines', 'Run', 'run_name', 'Sweep', 'parse_assignments',
@@ -88,7 +94,6 @@ class Run:
         return f"{b}:{p.get('base_url', '')}"
     def fingerprint(self)->str:
         "sha256 of the template, the parameters, the dataset files' hashes and the declared inputs."
-        from judgelab import data as D
         h = dict(template=sha256_file(self.template), parameters=self.parameters, inputs={})
         for key in ('dataset', 'datasets'):
             names = self.parameters.get(key)
@@ -116,7 +121,6 @@ def _slug(v)->str:
 
 def run_name(params:dict, grid_keys)->str:
     "The file stem of a run."
-    from judgelab.backends import EMBEDDED_NAME
     parts, gen = [], 'backend' in params  # method and model name a run of a generation template (one with a `backend`)
     if 'dataset' in params: parts.append(_slug(params['dataset']))
     if gen and 'method' in params:
@@ -163,9 +167,6 @@ def _expand(grid:dict)->list:
 
 def _check_value(err, key, value, at, declared, params):
     "Known datasets, methods, backends and dimensions; the template's declared type."
-    from judgelab import data as D
-    from judgelab.backends import BACKENDS
-    from judgelab.judges import load_methods
     t = (declared.get(key) or {}).get('inferred_type_name', 'None')
     ok = _TYPES.get(t)
     if ok and not (isinstance(value, ok) and not (t in ('int', 'float') and isinstance(value, bool))):
@@ -174,11 +175,11 @@ def _check_value(err, key, value, at, declared, params):
         for n in ([value] if isinstance(value, str) else value if isinstance(value, list) else []):
             if n not in D.DATASETS and n != 'simulated':
                 err(at, f"unknown dataset {n!r}; datasets: {', '.join(D.DATASETS)}")
-    if key == 'method' and isinstance(value, str) and value not in load_methods():
-        err(at, f"unknown method {value!r}; methods: {', '.join(load_methods())}")
-    if key == 'method_options' and isinstance(value, dict) and isinstance(params.get('method'), str) and params['method'] in load_methods():
+    if key == 'method' and isinstance(value, str) and value not in METHODS:
+        err(at, f"unknown method {value!r}; methods: {', '.join(METHODS)}")
+    if key == 'method_options' and isinstance(value, dict) and isinstance(params.get('method'), str) and params['method'] in METHODS:
         import inspect
-        sig = inspect.signature(load_methods()[params['method']]).parameters
+        sig = inspect.signature(METHODS[params['method']]).parameters
         fixed = {'ds', 'its', 'dims', 'backend', 'seed', 'progress'}
         bad = [k for k in value if k not in sig or k in fixed]
         if bad: err(at, f"unknown option(s) {bad} for method {params['method']!r}; options: {', '.join(k for k in sig if k not in fixed)}")
@@ -207,7 +208,6 @@ def load_sweep(path:str|Path, # the sweep file
               )->Sweep:
     "Read, expand and validate a sweep file; `ConfigError` names the file and line of the first problem."
     import papermill as pm
-    from judgelab import data as D
     path = Path(path); cfg, lines = load_yaml_lines(path)
     overrides, match = overrides or {}, match or {}
     shown = _show(path)
@@ -350,7 +350,6 @@ def execute_run(r:Run, kernel:str='judgelab', fingerprint:str|None=None, timeout
 def _cache_size()->int|None:
     p = paths.cache/'generations.sqlite'
     if not p.exists(): return 0
-    from judgelab.cache import GenerationCache
     return len(GenerationCache(p))
 
 def run_sweep(sweep:Sweep|str|Path, jobs:int=1, force:bool=False, only:list|None=None, progress:bool=True,
@@ -407,7 +406,6 @@ def run_sweep(sweep:Sweep|str|Path, jobs:int=1, force:bool=False, only:list|None
     out_added = None if cache0 is None else _cache_size() - cache0
     _write_summary(sweep, out, out_added)
     if any(r.status == 'ok' for r in out):
-        from judgelab.report import write_outputs_index
         write_outputs_index()
     return out
 

@@ -4,8 +4,9 @@ for the retry policy (500 twice then 200; 400 at once)."""
 import json, os, socket, subprocess, sys, threading, time, http.server
 from pathlib import Path
 import pytest
-from judgelab.backends import (Request, get_backend, LlamaCppBackend, OpenAIBackend, BackendError, RequestError,
-                               embedded_model_path, Backend)
+from judgelab.llm import Request, Backend, BackendError, RequestError
+from judgelab.backends import LlamaCppBackend, OpenAIBackend, embedded_model_path
+from judgelab.models import get_backend
 from judgelab.cache import GenerationCache, CachedBackend, CacheMissError
 
 def msgs(text): return [{'role': 'user', 'content': text}]
@@ -21,8 +22,8 @@ def test_embedded_model_generates_real_text_and_second_run_is_all_cache_hits(tmp
         name = 'llamacpp'
         def identity(self): return embedded.identity()
         def check_request(self, r): embedded.check_request(r)
-        def _run(self, jobs, progress=True):
-            calls.extend(jobs); yield from embedded._run(jobs, progress)
+        def run_jobs(self, jobs, progress=True):
+            calls.extend(jobs); yield from embedded.run_jobs(jobs, progress)
     b = CachedBackend(Counting(), cache, verbose=False)
     reqs = [Request(msgs(f'Write one short sentence about the number {i}.'), max_tokens=16) for i in range(3)]
     first = b.generate(reqs)
@@ -98,8 +99,8 @@ def test_server_killed_mid_batch_then_rerun_generates_only_the_rest(tmp_path):
     class KillAfter(Backend):
         name = 'openai'
         def identity(self): return inner.identity()
-        def _run(self, jobs, progress=True):
-            for k, (i, ch) in enumerate(inner._run(jobs, progress)):
+        def run_jobs(self, jobs, progress=True):
+            for k, (i, ch) in enumerate(inner.run_jobs(jobs, progress)):
                 done.append(i)
                 if len(done) == 4: p.kill(); p.wait()
                 yield i, ch

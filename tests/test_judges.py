@@ -3,11 +3,10 @@ parsers on recorded real judge outputs, and the judgments feeding the statistics
 import json
 import numpy as np, pandas as pd, pytest
 from judgelab import data as D
-from judgelab.judges import run, METHODS
-import judgelab.dimcheck, judgelab.checklist, judgelab.decompose   # register their methods
+from judgelab.methods import run, METHODS
 from judgelab.parse import parse_score
 from judgelab.stats import correlation_table
-from judgelab.backends import get_backend
+from judgelab.models import get_backend
 from judgelab.cache import GenerationCache
 
 OPTS = dict(analyze_rate=dict(max_tokens=64), geval={}, direct=dict(max_tokens=64), checkeval={}, reference={},

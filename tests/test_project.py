@@ -49,3 +49,78 @@ def test_papermill_reads_every_parameter_of_every_template():
         src = ''.join(next(c for c in cells if 'parameters' in c.get('metadata', {}).get('tags', []))['source'])
         names = re.findall(r'^(\w+)\s*:', src, flags=re.M)
         assert list(pm.inspect_notebook(str(nb))) == names, nb.name
+
+# ---- the package's import structure (DESIGN.md, "Turn 2"): layered, every import at module top, no cycle ----
+import ast
+
+LIB = ROOT/'judgelab'
+# bottom to top; a module imports only modules of LOWER layers. prompts and parse sit lower than DESIGN.md draws
+# them on purpose: they are pure (templates in, requests out; text in, value out) and may use the llm types only.
+LAYERS = [['core'], ['llm'], ['prompts', 'parse'], ['backends', 'cache'], ['models'], ['data'], ['stats'], ['corrgap'],
+          ['judges'], ['checklist', 'decompose', 'dimcheck'], ['methods'], ['report'], ['sweep'], ['cli']]
+
+def _lib_modules()->list: return sorted(p.stem for p in LIB.glob('*.py') if p.stem not in ('__init__', '_modidx'))
+
+def _imports(name:str)->list:
+    "[(imported judgelab module, line, how)] of judgelab/<name>.py; how: 'top', 'nested' (in a def/class/lambda) or 'importlib'."
+    mods, out = set(_lib_modules()), []
+    def target(module, level, alias=None):
+        "The judgelab module that `from <level dots><module> import <alias>` or `import <module>` names, if any."
+        parts = (module or '').split('.') if module else []
+        if level == 0:
+            if not parts or parts[0] != 'judgelab': return None
+            parts = parts[1:]
+        elif level > 1: return None
+        if parts: return parts[0] if parts[0] in mods else None
+        return alias if alias in mods else None      # from . import data / from judgelab import data
+    def visit(node, nested):
+        for ch in ast.iter_child_nodes(node):
+            inner = nested or isinstance(ch, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda))
+            how = 'nested' if inner else 'top'
+            if isinstance(ch, ast.Import):
+                out.extend((t, ch.lineno, how) for a in ch.names if (t := target(a.name, 0)))
+            elif isinstance(ch, ast.ImportFrom):
+                ts = {target(ch.module, ch.level, a.name) for a in ch.names}
+                out.extend((t, ch.lineno, how) for t in sorted(ts - {None}))
+            elif isinstance(ch, ast.Constant) and isinstance(ch.value, str) and loads_by_name:
+                m = re.fullmatch(r'judgelab\.(\w+)', ch.value)     # a module name handed to importlib / __import__
+                if m and m.group(1) in mods: out.append((m.group(1), ch.lineno, 'importlib'))
+            visit(ch, inner)
+    tree = ast.parse((LIB/f'{name}.py').read_text())
+    loads_by_name = any(isinstance(n, ast.Call) and (getattr(n.func, 'attr', None) or getattr(n.func, 'id', None)) in ('import_module', '__import__')
+                        for n in ast.walk(tree))
+    visit(tree, False)
+    return out
+
+def test_library_imports_its_own_modules_only_at_module_top():
+    # an import inside a function hides a dependency (and usually a cycle) from the reader and from the tools
+    bad = [f"judgelab/{m}.py:{line}: imports judgelab.{t} " + ('through importlib' if how == 'importlib' else 'inside a function or class')
+           for m in _lib_modules() for t, line, how in _imports(m) if how != 'top']
+    assert not bad, 'move these imports to the top of their module (and fix the layering they hide):\n' + '\n'.join(bad)
+
+def test_library_import_graph_has_no_cycle():
+    # every import counts, also a nested or importlib one (the test above reports those), so no cycle hides behind one
+    edges = {m: {} for m in _lib_modules()}
+    for m in edges:
+        for t, line, _ in _imports(m):
+            if t != m: edges[m].setdefault(t, line)
+    reach = {}
+    def reachable(m):
+        if m not in reach:
+            reach[m], todo = set(), list(edges[m])
+            while todo:
+                t = todo.pop()
+                if t not in reach[m]: reach[m].add(t); todo.extend(edges[t])
+        return reach[m]
+    tangles = sorted({tuple(sorted({m} | {t for t in reachable(m) if m in reachable(t)})) for m in edges if m in reachable(m)})
+    shown = [f"cycle among {', '.join(c)}: " + ', '.join(f'judgelab/{a}.py:{edges[a][b]} -> {b}' for a in c for b in sorted(edges[a]) if b in c)
+             for c in tangles]
+    assert not tangles, 'import cycles:\n' + '\n'.join(shown)
+
+def test_library_modules_import_only_lower_layers():
+    layer = {m: i for i, ms in enumerate(LAYERS) for m in ms}
+    bad = [f"judgelab/{m}.py has no layer: add it to LAYERS in tests/test_project.py" for m in _lib_modules() if m not in layer]
+    bad += [f"LAYERS names judgelab/{m}.py, which does not exist" for m in sorted(set(layer) - set(_lib_modules()))]
+    bad += [f"judgelab/{m}.py:{line}: {m} (layer {layer[m]}) imports {t} (layer {layer[t]})"
+            for m in _lib_modules() if m in layer for t, line, _ in _imports(m) if t in layer and layer[t] >= layer[m]]
+    assert not bad, 'the modules do not stack in the layers of DESIGN.md:\n' + '\n'.join(bad)

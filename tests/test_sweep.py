@@ -168,9 +168,9 @@ def test_bad_config_is_rejected_with_its_line(sweep_env, edit, message):
 def test_shipped_configs_validate():
     from judgelab.sweep import load_sweep
     emb = load_sweep(ROOT/'configs'/'embedded.yaml')
-    from judgelab.judges import load_methods
+    from judgelab.methods import METHODS
     methods = {(r.parameters['dataset'], r.parameters['method']) for r in emb.runs if r.experiment == 'judge'}
     datasets = ['summeval', 'topical_chat', 'hanna', 'opinsummeval', 'qags']
-    assert methods == {(d, m) for d in datasets for m in load_methods()}, 'every method on every dataset'
+    assert methods == {(d, m) for d in datasets for m in METHODS}, 'every method on every dataset'
     paper = load_sweep(ROOT/'configs'/'paper.yaml')
     assert {r.parameters.get('backend') for r in paper.runs if r.experiment.startswith('judge')} <= {'vllm', 'openai'}
