@@ -518,7 +518,7 @@ def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (sch
              for k, o in enumerate([ds.dim(x).name for x in others] if others else [d for d in ds.spec.dim_names if d not in (t, 'overall')])
              if o != t]
     for i, t, k, o in tqdm(pairs, desc=f'CorrGap {ds.name}', disable=not progress, file=sys.stderr):
-        preds = {jm: w[t].values for jm, w in wide.items() if t in w and w[t].notna().any()}   # judges that scored t
+        preds = {jm: w[t].values for jm, w in wide.items() if t in w}   # judges with judgments of t (all failed: NaN rows)
         if not preds: continue
         hb = None
         if baseline:

@@ -175,3 +175,11 @@ def test_h4_permutation_test_is_calibrated_on_real_human_means(name):
             for b in ps: ps[b].append(corrgap(sim.pred, sim.gt_t, sim.gt_o, ids=sim.item_id, bins=b, n_perm=199, seed=seed).p)
     share = {b: float(np.mean(np.array(v) < 0.05)) for b, v in ps.items()}
     assert share['exact'] <= 0.10, share
+
+def test_matrix_of_a_judge_whose_replies_all_failed_has_nan_rows():
+    # found when the embedded model parsed 0 of 2 replies: corrgap_audit dropped the judge and corrgap_matrix raised StopIteration
+    from judgelab.data import load_judgments
+    j = load_judgments('opinsummeval', 'chatgpt_cot')
+    j = j[j.item_id.isin(j.item_id.unique()[:2])].assign(parse_ok=False, score=np.nan)
+    cm = corrgap_matrix(j, 'opinsummeval', n_perm=9, n_boot=5)
+    assert len(cm.long) == 12 and cm.long.gap.isna().all() and cm.long.excess.isna().all()
