@@ -82,20 +82,22 @@ def checkeval(ds, its, dims, backend, template:str='checkeval', stage:str='seed'
     acc = {}
     for r, c in zip(reqs, outs):
         k = (r.meta['item_id'], r.meta['dimension']); qs = lists[k[1]].sub_dimensions[r.meta['sub']]
-        p = parse_checklist(c.text, len(qs)); a = acc.setdefault(k, dict(answers={}, missing=0, texts=[], pt=0, ct=0, sec=0.0, cached=True, keys=[]))
+        p = parse_checklist(c.text, len(qs)); a = acc.setdefault(k, dict(answers={}, missing=0, conflicts=[], texts=[], pt=0, ct=0, sec=0.0, cached=True, keys=[]))
         for qn, v in p['answers'].items(): a['answers'][qs[qn - 1]] = v
-        a['missing'] += len(p['missing']); a['texts'].append(f"[{r.meta['sub']}]\n{c.text}")
+        a['conflicts'] += [f"{r.meta['sub']} Q{qn}" for qn in p['conflicts']]       # answered yes and no: a failure, counted as missing
+        a['missing'] += len(p['missing']) + len(p['conflicts']); a['texts'].append(f"[{r.meta['sub']}]\n{c.text}")
         a['pt'] += c.prompt_tokens; a['ct'] += c.completion_tokens; a['sec'] += c.seconds; a['cached'] &= c.cached; a['keys'].append(c.choices[0].key)
         a['model'], a['backend'] = c.model, c.backend
     rows = []
     for (iid, d), a in acc.items():
         n_q = len(lists[d].questions); sc = checklist_score(dict(answers=a['answers']))
         ok = bool(np.isfinite(sc))
+        fails = ([] if ok else [f'no question answered (0 of {n_q})']) + (['conflicting answers: ' + ', '.join(a['conflicts'])] if a['conflicts'] else [])
         rows.append(dict(item_id=iid, dimension=d, judge='checkeval', model=a['model'], score=sc if ok else np.nan, rationale='\n'.join(a['texts']),
-                         sample=0, parse_ok=ok, failure=None if ok else f'no question answered (0 of {n_q})', prompt=t.id, backend=a['backend'],
+                         sample=0, parse_ok=ok, failure='; '.join(fails) or None, prompt=t.id, backend=a['backend'],
                          prompt_tokens=a['pt'], completion_tokens=a['ct'], seconds=a['sec'], cached=a['cached'], key=';'.join(k or '' for k in a['keys']),
                          scoring=f"{len(a['answers'])} of {n_q} answered", finish_reason=None,
-                         answers=json.dumps(a['answers'], ensure_ascii=False), missing_answers=a['missing']))
+                         answers=json.dumps(a['answers'], ensure_ascii=False), missing_answers=a['missing'], conflicting_answers=len(a['conflicts'])))
     j = typed_judgments(rows)
     return j
 

@@ -120,6 +120,7 @@ def geval_steps(ds, dims, backend, template:str='geval_steps', max_tokens:int=25
     return out
 
 def geval(ds, its, dims, backend, template:str='geval', top_logprobs:int=5, n_samples:int=10, max_tokens:int=4,
+          min_share:float=0.5, # fallback without logprobs: the share of the n_samples that must parse, else a failure
           auto_steps:bool=False, # the model writes the evaluation steps first (G-Eval's auto-CoT)
           steps_max_tokens:int=256, seed:int=0, progress=True):
     "G-Eval judgments: probability-weighted scores from logprobs (fallback: mean of n samples)."
@@ -138,8 +139,8 @@ def geval(ds, its, dims, backend, template:str='geval', top_logprobs:int=5, n_sa
         sreq = [Request(r.messages, max_tokens=max_tokens, temperature=1.0, n=n_samples, seed=seed, meta=r.meta) for r in redo]
         for r, c in zip(sreq, backend.generate(sreq, progress=progress)):
             d = ds.dim(r.meta['dimension'])
-            p = geval_from_samples(c.texts, d.lo, d.hi)
-            rows.append(judgment_row(r.meta['item_id'], d.name, 'geval', c.model, p, c.choices[0], r, c.backend, f'mean of {n_samples} samples')
+            p = geval_from_samples(c.texts, d.lo, d.hi, min_share)
+            rows.append(judgment_row(r.meta['item_id'], d.name, 'geval', c.model, p, c.choices[0], r, c.backend, f'mean of {n_samples} samples ({p.detail})')
                         | dict(rationale=json.dumps(c.texts), completion_tokens=c.completion_tokens, seconds=c.seconds, cached=c.cached))
     if auto_steps:
         for row in rows:

@@ -4,7 +4,7 @@
 
 # %% ../nbs/04_parse.ipynb #010faf69
 from __future__ import annotations
-import re, math
+import re, math, bisect, itertools
 from typing import NamedTuple
 import numpy as np
 
@@ -14,15 +14,22 @@ __all__ = ['NO_SCORE', 'OUT_OF_RANGE', 'CONFLICT', 'TRUNCATED', 'EMPTY', 'Parsed
 
 # %% ../nbs/04_parse.ipynb #48ae21fb
 class Parsed(NamedTuple):
-    "A parsed value, or None with the failure's reason."
+    "A parsed value, or None with the failure's reason; `detail` says how it was obtained (e.g. '7 of 10 samples parsed')."
     value: float|None
     failure: str|None = None
+    detail: str|None = None
     @property
     def ok(self): return self.failure is None
 
 NO_SCORE, OUT_OF_RANGE, CONFLICT, TRUNCATED, EMPTY = 'no score found', 'out of range', 'conflicting scores', 'truncated at the token cap', 'empty output'
-_NUM = r'[-+]?\d+(?:\.\d+)?'
-_FIELD = r'(?P<label>final\s+(?:score|rating)|overall\s+(?:score|rating)|score|rating)'
+_NUM = r'[-+]?+\d++(?:\.\d++)?+'
+_FIELD = r'(?P<label>final\s++(?:score|rating)|overall\s++(?:score|rating)|score|rating)'
+_LABEL = re.compile(_FIELD + r'\s*+(?:\(\s*+\d++\s*+-\s*+\d++\s*+\))?+\s*+[:=]\s*+\**+\s*+', re.I)   # a label, its "(1-5)", ":" and "**"
+_FRACTION = re.compile(rf'({_NUM})\s*+(?:/|out\s++of)\s*+(\d++)', re.I)
+_NUMBER = re.compile(rf'(?<![\w.]){_NUM}(?![\w])')
+_BARE = re.compile(rf'\s*+\**+\s*+({_NUM})(?:\s*+(?:/|out\s++of)\s*+(\d{{1,9}}+))?+\s*+\**+\.?+\s*+', re.I)
+_END = re.compile(r'[\n.;](?!\d)')
+_WINDOW = 40   # characters of a field's value
 
 def parse_score(text:str, # the judge's output
                 lo:float=1, hi:float=5, # the scale
@@ -32,30 +39,37 @@ def parse_score(text:str, # the judge's output
     "The score a judge gave, anchored on its final score field, or a failure with its reason."
     if text is None or not str(text).strip():
         return Parsed(None, TRUNCATED if finish_reason == 'length' else EMPTY)
-    t = str(text)
-    fields = []
-    for m in re.finditer(_FIELD + r'\s*(?:\(\s*\d+\s*-\s*\d+\s*\))?\s*[:=]\s*\**\s*(?P<val>.{0,40})', t, flags=re.I):
-        rank = 2 if re.match(r'final|overall', m.group('label'), re.I) else 1
-        vals = _field_numbers(m.group('val'))
-        fields.append((rank, vals))
-    if not fields:
-        bare = re.fullmatch(rf'\s*\**\s*({_NUM})\s*(?:/\s*\d+)?\s*\**\.?\s*', t)
-        if bare: return _check(float(bare.group(1)), lo, hi, integer)
-        return Parsed(None, TRUNCATED if finish_reason == 'length' else NO_SCORE)
-    top = max(r for r, _ in fields)
-    chosen = [v for r, v in fields if r == top]
-    last = chosen[-1]
-    if not last:
-        return Parsed(None, TRUNCATED if finish_reason == 'length' else NO_SCORE)
-    distinct = {x for v in chosen for x in v}
+    t = str(text); none = Parsed(None, TRUNCATED if finish_reason == 'length' else NO_SCORE)
+    labels = list(_LABEL.finditer(t))      # all labels first: one field's value never swallows the next label
+    if not labels:
+        bare = _BARE.fullmatch(t)
+        if not bare: return none
+        x = float(bare[1])
+        return _denominator_failure([(x, bare[2])] if bare[2] else [], lo, hi) or _check(x, lo, hi, integer)
+    ends = [m.start() for m in labels[1:]] + [len(t)]
+    ranks = [2 if m['label'][0] in 'fFoO' else 1 for m in labels]           # 'final ...' and 'overall ...' outrank the rest
+    top = max(ranks)
+    chosen = [_field_numbers(t[m.end():min(m.end() + _WINDOW, e)]) for m, e, r in zip(labels, ends, ranks) if r == top]
+    last = chosen[-1][0]
+    if not last: return none
+    bad = _denominator_failure([fr for f in chosen for fr in f[1]], lo, hi)
+    if bad: return bad
+    distinct = {x for f in chosen for x in f[0]}
     if len(set(last)) > 1 or len(distinct) > 1: return Parsed(None, f'{CONFLICT}: {sorted(distinct)}')
     return _check(last[0], lo, hi, integer)
 
 def _field_numbers(v):
-    "Numbers a score field states: '4', '4/5', '4 out of 5', '**4**', '3 or 4', '3-4' (the '/5' denominators dropped)."
-    v = re.split(r'[\n.;](?!\d)', v)[0]
-    v = re.sub(rf'({_NUM})\s*(?:/|out\s+of)\s*\d+', r'\1', v, flags=re.I)
-    return [float(x) for x in re.findall(rf'(?<![\w.]){_NUM}(?![\w])', v)]
+    "Numbers a score field states up to its line or sentence end ('4', '**4**', '3 or 4', '3-4', '4/5' as 4), and its fractions [(4.0, '5')]."
+    end = _END.search(v)
+    if end: v = v[:end.start()]
+    fractions = [(float(x), d) for x, d in _FRACTION.findall(v)]
+    if fractions: v = _FRACTION.sub(r'\1', v)
+    return [float(x) for x in _NUMBER.findall(v)], fractions
+
+def _denominator_failure(fractions, lo, hi):
+    "An out-of-range failure for the first fraction whose denominator is not the top of the scale, else None."
+    for x, d in fractions:
+        if float(d) != hi: return Parsed(None, f'{OUT_OF_RANGE}: {x:g}/{d}, denominator {d} does not match the scale {lo:g}-{hi:g}')
 
 def _check(x, lo, hi, integer):
     if integer and x != int(x): return Parsed(None, f'{OUT_OF_RANGE}: {x:g} is not an integer')
@@ -63,15 +77,22 @@ def _check(x, lo, hi, integer):
     return Parsed(float(x))
 
 # %% ../nbs/04_parse.ipynb #e140b1c9
+_FILLER = re.compile(r'\s*+\**+\s*+')
+_DIGIT_TOKEN = re.compile(r'\s*+\d')
+
 def score_position(logprobs:list, # per-token logprobs of a Choice: [{'token', 'logprob', 'top'}, ...]
-                   field_pattern:str=r'(?:final\s+)?(?:score|rating)\s*[:=]\s*\**\s*$')->int|None:
-    "Index of the token holding the rating after the last score field, or None."
-    text, starts = '', []
-    for t in logprobs:
-        starts.append(len(text)); text += t['token'] or ''
-    pos = None
-    for i, t in enumerate(logprobs):
-        if re.match(r'\s*\d', t['token'] or '') and re.search(field_pattern, text[:starts[i]], flags=re.I): pos = i
+                   field_pattern:str=r'(?:final\s++)?+(?:score|rating)\s*+[:=]', # a score field's label and separator
+                  )->int|None:
+    "Index of the token holding the rating after the last score field (past spaces and asterisks), or None."
+    toks = [t['token'] or '' for t in logprobs]
+    starts = list(itertools.accumulate(map(len, toks), initial=0))
+    text, pos = ''.join(toks), None
+    for m in re.finditer(field_pattern, text, flags=re.I):      # one pass over the text, not one search per token
+        e = m.end(); f = _FILLER.match(text, e).end()
+        i = bisect.bisect_left(starts, e, hi=len(toks))
+        while i < len(toks) and starts[i] <= f:                   # tokens starting between the field and its value
+            if _DIGIT_TOKEN.match(toks[i]): pos = i; break
+            i += 1
     return pos
 
 def geval_score(logprobs:list, lo:int=1, hi:int=5, position:int|None=None)->Parsed:
@@ -83,26 +104,36 @@ def geval_score(logprobs:list, lo:int=1, hi:int=5, position:int|None=None)->Pars
     probs = {}
     for tok, lp in alts:
         s = (tok or '').strip()
-        if re.fullmatch(r'\d+', s) and lo <= int(s) <= hi and lp is not None:
+        if re.fullmatch(r'\d{1,9}', s) and lo <= int(s) <= hi and lp is not None:
             probs[int(s)] = probs.get(int(s), 0.0) + math.exp(lp)
     if not probs: return Parsed(None, f'{NO_SCORE}: no valid rating among the top tokens')
     z = sum(probs.values())
     return Parsed(sum(s*p for s, p in probs.items())/z)
 
-def geval_from_samples(texts:list, lo=1, hi=5)->Parsed:
-    "The G-Eval fallback without logprobs: mean of the parsed ratings of n samples (failures counted, not scored)."
+def geval_from_samples(texts:list, lo=1, hi=5,
+                       min_share:float=0.5, # the share of samples that must parse, else a failure
+                      )->Parsed:
+    "The G-Eval fallback without logprobs: mean of the parsed ratings of n samples, 'k of n samples parsed' in `detail`."
+    if not 0 <= min_share <= 1: raise ValueError(f"min_share must be in [0, 1], not {min_share!r}")
     vals = [p.value for p in (parse_score(t, lo, hi) for t in texts) if p.ok]
-    if not vals: return Parsed(None, f'{NO_SCORE} in any of {len(texts)} samples')
-    return Parsed(float(np.mean(vals)))
+    k, n = len(vals), len(texts); detail = f'{k} of {n} samples parsed'
+    if not k: return Parsed(None, f'{NO_SCORE}: {detail}', detail)
+    if k < min_share*n - 1e-9: return Parsed(None, f'{NO_SCORE}: {detail} (< min_share {min_share:g})', detail)
+    return Parsed(float(np.mean(vals)), None, detail)
 
 # %% ../nbs/04_parse.ipynb #cb7f7af6
+_ANSWER = re.compile(r'Q(\d++)\s*+:\s*+(Yes|No)\b', re.I)
+
 def parse_checklist(text:str, n_questions:int)->dict:
-    "Answers {question number: 1 (yes) / 0 (no)} and the numbers left unanswered."
-    ans = {}
-    for m in re.finditer(r'Q(\d+)\s*:\s*(Yes|No)\b', text or '', flags=re.I):
-        q = int(m.group(1))
-        if 1 <= q <= n_questions and q not in ans: ans[q] = int(m.group(2).lower() == 'yes')
-    return dict(answers=ans, missing=[q for q in range(1, n_questions + 1) if q not in ans])
+    "Answers {question number: 1 (yes) / 0 (no)}, the numbers left unanswered, and those answered both ways (`conflicts`)."
+    seen = {}
+    for m in _ANSWER.finditer(text or ''):
+        if len(m[1]) > 6: continue          # not a question number (and int() refuses 4,300+ digits)
+        q = int(m[1])
+        if 1 <= q <= n_questions: seen.setdefault(q, set()).add(int(m[2].lower() == 'yes'))
+    return dict(answers={q: next(iter(v)) for q, v in seen.items() if len(v) == 1},
+                missing=[q for q in range(1, n_questions + 1) if q not in seen],
+                conflicts=sorted(q for q, v in seen.items() if len(v) > 1))
 
 def checklist_score(parsed:dict)->float:
     "Proportion of yes among answered questions; NaN if none answered."

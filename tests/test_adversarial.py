@@ -1,0 +1,174 @@
+"""Adversarial inputs (issue "Nothing lost, nothing poisoned").
+Parsers: the final score field wins, denominators must match the scale, conflicting checklist answers are
+recorded failures, G-Eval sampling records how many samples parsed, and every parser is linear-time on
+100,000 characters of adversarial input. The judges that call the parsers are run on a scripted backend (no LLM).
+Every test of a behaviour failed on the code before the fix (8fa2fee), except the cases marked `guard`: inputs
+that code already handled and that must stay so (the timing cases say which ones timed out or raised before)."""
+import time
+import pytest
+from judgelab import data as D
+from judgelab.backends import Backend, Choice
+from judgelab.judges import run
+from judgelab.parse import (Parsed, OUT_OF_RANGE, NO_SCORE, parse_score, score_position, geval_score, geval_from_samples,
+                            parse_checklist, checklist_score)
+
+# --- parse_score: the final score field wins over earlier mentions ----------------------------------------------
+
+def test_final_score_field_after_a_score_field_on_the_same_line():
+    assert parse_score('Score: 3. Final score: 4') == Parsed(4.0)
+    assert parse_score('Rating: 2, final rating: 5').value == 5
+    assert parse_score('Score: 3 Overall score: 4/5').value == 4
+
+def test_final_score_field_still_conflicts_within_its_rank():
+    assert parse_score('Final score: 3. Final score: 4').failure == 'conflicting scores: [3.0, 4.0]'
+
+# --- denominators -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize('text', ['4/5', '4 out of 5', 'Score: 4/5', 'Rating: 4 out of 5', '**4/5**'])   # before: '4 out of 5' no score; the rest guards
+def test_denominator_equal_to_the_scale_maximum_is_read(text):
+    assert parse_score(text, 1, 5) == Parsed(4.0)
+
+@pytest.mark.parametrize('text', ['3/10', 'Rating: 4 out of 10', 'Score: 8/10', 'Final score: 4/10'])
+def test_denominator_not_matching_the_scale_is_an_out_of_range_failure(text):
+    p = parse_score(text, 1, 5)
+    assert p.value is None and p.failure.startswith(OUT_OF_RANGE)
+    assert 'denominator 10 does not match the scale 1-5' in p.failure
+
+def test_denominator_is_not_rescaled():
+    assert parse_score('Score: 7/10', 1, 10) == Parsed(7.0)
+    assert parse_score('Score: 4/5', 1, 10).failure == 'out of range: 4/5, denominator 5 does not match the scale 1-10'
+
+# --- checklist answers --------------------------------------------------------------------------------------------
+
+def test_checklist_question_answered_yes_then_no_is_a_recorded_conflict():
+    p = parse_checklist('Q1: Yes\nQ2: No\nLet me reconsider. Q1: No', 3)
+    assert p == dict(answers={2: 0}, missing=[3], conflicts=[1])
+    assert checklist_score(p) == 0.0
+
+def test_checklist_question_repeated_with_the_same_answer_is_not_a_conflict():
+    assert parse_checklist('Q1: Yes\nQ1: yes', 1) == dict(answers={1: 1}, missing=[], conflicts=[])
+
+class Scripted(Backend):
+    "Fixed replies: `reply(request, sample)` -> text; no logprobs."
+    name = 'scripted'
+    def __init__(self, reply): self.reply = reply
+    def identity(self): return 'scripted@1'
+    def _run(self, jobs, progress=True):
+        for j in jobs: yield j.index, Choice(self.reply(j.request, j.sample), finish_reason='stop', prompt_tokens=10, completion_tokens=5)
+
+def test_checkeval_row_records_conflicting_answers_as_a_failure_and_missing():
+    tc = D.load('topical_chat'); item = tc.items.item_id.iloc[0]
+    # every sub-dimension: Q1 answered Yes then No, the other questions Yes
+    b = Scripted(lambda r, s: 'Q1: Yes\n' + '\n'.join(f'Q{i}: Yes' for i in range(2, 30)) + '\nQ1: No')
+    j = run('checkeval', tc, b, dims=['groundedness'], items=[item], progress=False)
+    row = j.iloc[0]
+    from judgelab.checklist import load_checklist
+    cl = load_checklist('topical_chat', 'groundedness'); n_q = len(cl.questions); subs = list(cl.sub_dimensions)
+    assert row.failure == 'conflicting answers: ' + ', '.join(f'{s} Q1' for s in subs)
+    assert row.missing_answers == len(subs) and row.conflicting_answers == len(subs)
+    assert row.scoring == f'{n_q - len(subs)} of {n_q} answered'
+    assert row.parse_ok and row.score == 1.0      # the other answers still count (SPEC §4: missing answers leave the denominator)
+
+# --- G-Eval sampling fallback ---------------------------------------------------------------------------------------
+
+def test_geval_samples_one_of_three_parsed_is_a_failure():
+    p = geval_from_samples(['Score: 4', 'I think it is fine', 'no idea'], 1, 5)
+    assert p.value is None and p.failure == 'no score found: 1 of 3 samples parsed (< min_share 0.5)'
+    assert p.detail == '1 of 3 samples parsed'
+
+def test_geval_samples_record_how_many_parsed():
+    p = geval_from_samples(['Score: 2', 'Score: 4', 'no idea'], 1, 5)
+    assert p == Parsed(3.0, None, '2 of 3 samples parsed')
+
+def test_geval_samples_min_share_is_configurable():
+    assert geval_from_samples(['Score: 4', 'x', 'y'], 1, 5, min_share=0.3) == Parsed(4.0, None, '1 of 3 samples parsed')
+    assert not geval_from_samples(['Score: 4', 'Score: 4', 'y'], 1, 5, min_share=0.9).ok
+    with pytest.raises(ValueError, match='min_share'): geval_from_samples(['Score: 4'], min_share=1.5)
+
+def test_geval_fallback_row_records_the_parsed_sample_count():
+    tc = D.load('topical_chat'); items = tc.items.item_id.iloc[:2].tolist()
+    texts = ['Score: 2', 'Rating: 3', 'I cannot say']
+    b = Scripted(lambda r, s: texts[s] if r.meta['item_id'] == items[0] else (texts[0] if s == 0 else 'unclear'))
+    j = run('geval', tc, b, dims=['naturalness'], items=items, n_samples=3, progress=False).set_index('item_id')
+    assert j.loc[items[0], 'score'] == 2.5 and j.loc[items[0], 'scoring'] == 'mean of 3 samples (2 of 3 samples parsed)'
+    assert not j.loc[items[1], 'parse_ok'] and j.loc[items[1], 'scoring'] == 'mean of 3 samples (1 of 3 samples parsed)'
+    assert j.loc[items[1], 'failure'] == 'no score found: 1 of 3 samples parsed (< min_share 0.5)'
+    j2 = run('geval', tc, b, dims=['naturalness'], items=items, n_samples=3, min_share=0.3, progress=False).set_index('item_id')
+    assert j2.loc[items[1], 'score'] == 2.0
+
+# --- linear time on 100,000 characters ----------------------------------------------------------------------------
+
+N = 100_000
+# before (20 s limit per test): timed out = number_spaces_letter, score_spaces_letter, spaces_asterisk_spaces_letter,
+# score_then_many_number_tokens, score_digit_pairs; ValueError = q_then_digits; every other timing case is a guard
+
+def best_of_3(f):
+    ts = []
+    for _ in range(3):
+        t0 = time.perf_counter(); f(); ts.append(time.perf_counter() - t0)
+    return min(ts)
+
+SCORE_TEXTS = {
+    'spaces': ' ' * N,
+    'score_colon_then_spaces': 'Score:' + ' ' * N,
+    'digits': '1' * N,
+    'score_then_many_ones': 'Score: ' + '1 ' * (N // 2),
+    'asterisks': '*' * N,
+    'number_spaces_letter': '4' + ' ' * N + 'x',              # the bare-number pattern: cubic before
+    'number_slash_spaces_letter': '4/' + ' ' * N + 'x',
+    'score_spaces_letter': 'Score' + ' ' * N + 'x',
+    'spaces_asterisk_spaces_letter': ' ' * (N // 2) + '*' + ' ' * (N // 2) + 'x',
+    'final_then_spaces': 'Final' + ' ' * N + 'x',
+    'score_colon_repeated': 'Score:' * (N // 6),
+    'score_fields_repeated': 'Score: 4. ' * (N // 10),
+    'score_fractions_repeated': 'Score: 4/5 ' * (N // 11),
+    'scale_hint_digits': 'Score (' + '1' * N,
+    'out_of_spaces': 'Score: 4 out' + ' ' * N + 'x',
+    'one_dot_repeated': '1.' * (N // 2),
+    'q1_colon_repeated': 'Q1:' * 30_000,
+}
+
+@pytest.mark.parametrize('name', list(SCORE_TEXTS))
+def test_parse_score_linear_time(name):
+    t = SCORE_TEXTS[name]; assert len(t) >= 90_000
+    assert best_of_3(lambda: parse_score(t)) < 0.1
+
+CHECK_TEXTS = {
+    'q1_colon_repeated': 'Q1:' * 30_000,
+    'q_then_digits': 'Q' + '1' * N + ': Yes',                # a 100,000-digit question number: int() refused it before
+    'q1_colon_spaces_letter': 'Q1:' + ' ' * N + 'x',
+    'q1_spaces_colon_spaces': 'Q1' + ' ' * (N // 2) + ':' + ' ' * (N // 2) + 'x',
+    'spaces': ' ' * N,
+    'answers_repeated': 'Q1: Yes\n' * (N // 8),
+}
+
+@pytest.mark.parametrize('name', list(CHECK_TEXTS))
+def test_parse_checklist_linear_time(name):
+    t = CHECK_TEXTS[name]; assert len(t) >= 90_000
+    assert best_of_3(lambda: parse_checklist(t, 10)) < 0.1
+
+def tokens(*toks): return [dict(token=t, logprob=-0.1, top=[[t, -0.1]]) for t in toks]
+
+POSITION_TOKENS = {
+    'score_then_many_number_tokens': tokens('Score:', *[' 1'] * (N // 2)),
+    'score_digit_pairs': tokens(*['Score:', ' 1'] * (N // 8)),
+    'score_then_spaces_then_digit': tokens('Score:', *[' '] * N, '1'),
+    'one_token_of_spaces': tokens('Score:', ' ' * N + '4'),
+    'asterisks': tokens('Score:', *['*'] * N, ' 3'),
+}
+
+@pytest.mark.parametrize('name', list(POSITION_TOKENS))
+def test_score_position_and_geval_score_linear_time(name):
+    lp = POSITION_TOKENS[name]; assert sum(len(t['token']) for t in lp) >= 90_000
+    assert best_of_3(lambda: score_position(lp)) < 0.1
+    assert best_of_3(lambda: geval_score(lp)) < 0.1
+
+def test_score_position_results_on_the_adversarial_tokens():     # guard: right before too, but in minutes
+    assert score_position(POSITION_TOKENS['score_then_many_number_tokens']) == 1
+    assert score_position(POSITION_TOKENS['score_digit_pairs']) == 2 * (N // 8) - 1
+    assert score_position(POSITION_TOKENS['score_then_spaces_then_digit']) == N + 1
+    assert geval_score(POSITION_TOKENS['one_token_of_spaces']) == Parsed(4.0)
+
+def test_geval_score_ignores_a_huge_number_token():
+    lp = [dict(token='Score:', logprob=0.0, top=[]), dict(token=' 3', logprob=-0.1, top=[[' ' + '1' * N, -0.5], [' 3', -0.1]])]
+    assert geval_score(lp).value == pytest.approx(3.0)
