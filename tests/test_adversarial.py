@@ -8,7 +8,7 @@ import time
 import pytest
 from judgelab import data as D
 from judgelab.backends import Backend, Choice
-from judgelab.judges import run
+from judgelab.methods import run
 from judgelab.parse import (Parsed, OUT_OF_RANGE, NO_SCORE, parse_score, score_position, geval_score, geval_from_samples,
                             parse_checklist, checklist_score)
 
@@ -53,7 +53,7 @@ class Scripted(Backend):
     name = 'scripted'
     def __init__(self, reply): self.reply = reply
     def identity(self): return 'scripted@1'
-    def _run(self, jobs, progress=True):
+    def run_jobs(self, jobs, progress=True):
         for j in jobs: yield j.index, Choice(self.reply(j.request, j.sample), finish_reason='stop', prompt_tokens=10, completion_tokens=5)
 
 def test_checkeval_row_records_conflicting_answers_as_a_failure_and_missing():
