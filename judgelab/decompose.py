@@ -13,7 +13,7 @@ from sklearn.neural_network import MLPRegressor
 import json, re, yaml
 from pathlib import Path
 from . import data as D
-from .core import paths
+from .core import paths, _rel
 from .prompts import load_prompt, item_variables, scale_text
 from .parse import parse_score
 from .stats import round_to_scale, corr, alt_test, split_indices
@@ -139,7 +139,7 @@ def decomposition(ds, its, dims, backend, variant:str='hd_eval', k:int=4, k3:int
                                     'L1 used as its own sub-criterion (decomposition failed)' if d.name in failed else 'parse'),
                      'subcriterion': r.meta['sub']})
     j = typed_judgments(rows)
-    j.attrs.update(decomposition=str(out), file_method=f'decomposition_{variant}')
+    j.attrs.update(decomposition=_rel(out, paths.root), file_method=f'decomposition_{variant}')   # relative: no machine paths in files
     return j
 
 # %% ../nbs/09_decompose.ipynb #cd4928a7

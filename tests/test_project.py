@@ -1,5 +1,5 @@
 "The compendium's own contracts: pins, templates, README, layout."
-import configparser, json, re
+import configparser, json, re, subprocess
 from pathlib import Path
 import yaml
 
@@ -124,3 +124,25 @@ def test_library_modules_import_only_lower_layers():
     bad += [f"judgelab/{m}.py:{line}: {m} (layer {layer[m]}) imports {t} (layer {layer[t]})"
             for m in _lib_modules() if m in layer for t, line, _ in _imports(m) if t in layer and layer[t] >= layer[m]]
     assert not bad, 'the modules do not stack in the layers of DESIGN.md:\n' + '\n'.join(bad)
+
+_ABS = re.compile(rb'(?<![\w.:/}])/(?:home|work|root|tmp|Users|opt|mnt|srv|var|private)/(?:[\w.-]+/)*?(?:outputs|judgelab|nbs|papermill_runs|\.venv|data|tests)/')
+
+def test_no_committed_file_carries_a_machine_path():
+    "Executed notebooks, tables, judgments and the manifest name files relative to the repository, never by this machine's path."
+    files = subprocess.run(['git', 'ls-files'], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    bad = []
+    for f in files:
+        p = ROOT/f
+        if not p.is_file() or p.suffix in ('.png', '.pdf'): continue
+        b = p.read_bytes()
+        if str(ROOT).encode() in b or _ABS.search(b): bad.append(f)
+    assert not bad, f'{len(bad)} committed files carry an absolute path, e.g. {bad[:5]}'
+
+def test_executed_notebooks_have_no_stderr():
+    "No progress bars, warnings or tracebacks on stderr in the committed executed notebooks (notes go to stdout or tables)."
+    bad = {}
+    for f in sorted((ROOT/'papermill_runs').rglob('*.ipynb')):
+        nb = json.loads(f.read_text())
+        n = sum(o.get('name') == 'stderr' for c in nb['cells'] for o in c.get('outputs', []))
+        if n: bad[str(f.relative_to(ROOT))] = n
+    assert not bad, f'{len(bad)} executed notebooks write to stderr: {dict(list(bad.items())[:5])}'
