@@ -123,7 +123,7 @@ def decomposition(ds, its, dims, backend, variant:str='hd_eval', k:int=4, k3:int
     out = paths.outputs/'decompositions'/ds.name/f'{variant}__{_slug(backend.identity())}.yaml'; out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(yaml.safe_dump(dict(dataset=ds.name, variant=variant, model=backend.identity(), k=k, k3=k3, seed=seed, criteria=tree,
                                        failed_decompositions=failed), sort_keys=False, allow_unicode=True))
-    if failed: warnings.warn(f"decomposition ({variant}) gave no parseable sub-criterion for {failed}: the L1 criterion is its only feature (recorded in {out})")
+    if failed: warnings.warn(f"decomposition ({variant}) gave no parseable sub-criterion for {failed}: the L1 criterion is its only feature (recorded in {_rel(out, paths.root)})")
     t = load_prompt('subcriterion_score'); reqs = []
     for it in its.itertuples():
         for d in dims:
