@@ -401,4 +401,6 @@ d = { 'settings': { 'branch': 'main',
                                 'judgelab.sweep.parse_assignments': ('sweep.html#parse_assignments', 'judgelab/sweep.py'),
                                 'judgelab.sweep.run_name': ('sweep.html#run_name', 'judgelab/sweep.py'),
                                 'judgelab.sweep.run_sweep': ('sweep.html#run_sweep', 'judgelab/sweep.py'),
-                                'judgelab.sweep.summary_table': ('sweep.html#summary_table', 'judgelab/sweep.py')}}}
+                                'judgelab.sweep.summary_table': ('sweep.html#summary_table', 'judgelab/sweep.py'),
+                                'judgelab.sweep.thread_budget': ('sweep.html#thread_budget', 'judgelab/sweep.py'),
+                                'judgelab.sweep.thread_env': ('sweep.html#thread_env', 'judgelab/sweep.py')}}}

@@ -19,8 +19,9 @@ from .methods import METHODS
 from .report import write_outputs_index
 
 # %% auto #0
-__all__ = ['GENERATION_PARAMS', 'NAME_PARAMS', 'ConfigError', 'load_yaml_lines', 'Run', 'run_name', 'Sweep', 'parse_assignments',
-           'load_sweep', 'RunResult', 'execute_run', 'run_sweep', 'summary_table', 'format_summary', 'dry_run']
+__all__ = ['GENERATION_PARAMS', 'NAME_PARAMS', 'THREAD_VARS', 'ConfigError', 'load_yaml_lines', 'Run', 'run_name', 'Sweep',
+           'parse_assignments', 'load_sweep', 'RunResult', 'thread_budget', 'thread_env', 'execute_run', 'run_sweep',
+           'summary_table', 'format_summary', 'dry_run']
 
 # %% ../nbs/12_sweep.ipynb #c8b4891f
 class ConfigError(ValueError): "A sweep file that cannot run; the message names the file and line."
@@ -322,7 +323,23 @@ def _last_error(log:Path)->str:
     errs = [l for l in lines if re.match(r'^[A-Za-z_.]*(Error|Exception|Interrupt)\b', l)]
     return (errs or lines or ['(no output)'])[-1][:300]
 
-def execute_run(r:Run, kernel:str='judgelab', fingerprint:str|None=None, timeout:float|None=None)->RunResult:
+THREAD_VARS = ('JUDGELAB_LLAMA_THREADS', 'OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS', 'VECLIB_MAXIMUM_THREADS',
+               'NUMEXPR_NUM_THREADS')
+
+def thread_budget(jobs:int, # runs executed at once (`-j`)
+                  cores:int|None=None, # the machine's cores (default: os.cpu_count())
+                 )->int: # threads each run may use
+    "Threads per run so that `jobs` runs at once never use more than the machine's cores (at least 1)."
+    return max(1, (cores or os.cpu_count() or 1)//max(1, jobs))
+
+def thread_env(threads:int, environ=None)->dict:
+    "Thread limits for a run's kernel (llama.cpp, OpenMP, BLAS); a limit already set in the environment is kept."
+    environ = os.environ if environ is None else environ
+    return {v: environ.get(v) or str(threads) for v in THREAD_VARS}
+
+def execute_run(r:Run, kernel:str='judgelab', fingerprint:str|None=None, timeout:float|None=None,
+                threads:int|None=None, # thread budget of this run (None: no limits set)
+               )->RunResult:
     "Execute one run with papermill in a subprocess; on success, mark the notebook with its fingerprint."
     import nbformat
     r.notebook.parent.mkdir(parents=True, exist_ok=True)
@@ -333,7 +350,7 @@ def execute_run(r:Run, kernel:str='judgelab', fingerprint:str|None=None, timeout
     cmd = [sys.executable, '-m', 'papermill', _show(r.template), _show(r.notebook), '-f', pfile, '-k', _kernel(kernel),
            '--cwd', _show(r.template.parent), '--log-level', 'WARNING', '--no-progress-bar']
     if timeout: cmd += ['--execution-timeout', str(int(timeout))]
-    env = {**os.environ, 'JUDGELAB_RUN': _show(r.notebook), 'PYTHONUNBUFFERED': '1'}
+    env = {**os.environ, 'JUDGELAB_RUN': _show(r.notebook), 'PYTHONUNBUFFERED': '1', **(thread_env(threads) if threads else {})}
     t0 = time.perf_counter(); started = time.time()
     try:
         with open(r.log, 'w') as log:
@@ -353,10 +370,13 @@ def _cache_size()->int|None:
     return len(GenerationCache(p))
 
 def run_sweep(sweep:Sweep|str|Path, jobs:int=1, force:bool=False, only:list|None=None, progress:bool=True,
-              timeout:float|None=None, echo=print)->list:
+              timeout:float|None=None, echo=print,
+              threads:int|None=None, # threads per run (default: `thread_budget(jobs)`, so runs never oversubscribe the cores)
+             )->list:
     "Execute the runs of `sweep` that are not done; returns a `RunResult` per run (skipped ones as 'done')."
     sweep = sweep if isinstance(sweep, Sweep) else load_sweep(sweep)
     if jobs < 1: raise ValueError(f"jobs must be >= 1, not {jobs}")
+    threads = threads or thread_budget(jobs)
     runs = [r for r in sweep.runs if not only or r.experiment in only]
     if only and not runs: raise ConfigError(f"no experiment named {only} in {sweep.path}; experiments: {', '.join(sweep.experiments())}")
     results, pending = {}, []
@@ -377,7 +397,7 @@ def run_sweep(sweep:Sweep|str|Path, jobs:int=1, force:bool=False, only:list|None
             fp = r.fingerprint()
             if not force and r.state(fp) == 'done': results[r.notebook] = RunResult(r, 'done'); bar.update(1); return
         if r.resource: busy.add(r.resource)
-        running[ex.submit(execute_run, r, sweep.kernel, fp, timeout)] = r
+        running[ex.submit(execute_run, r, sweep.kernel, fp, timeout, threads)] = r
     with ThreadPoolExecutor(jobs) as ex:
         while pending or running:
             started = True

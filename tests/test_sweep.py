@@ -174,3 +174,27 @@ def test_shipped_configs_validate():
     assert methods == {(d, m) for d in datasets for m in METHODS}, 'every method on every dataset'
     paper = load_sweep(ROOT/'configs'/'paper.yaml')
     assert {r.parameters.get('backend') for r in paper.runs if r.experiment.startswith('judge')} <= {'vllm', 'openai'}
+
+def test_runs_under_the_sweep_get_a_thread_budget(sweep_env, monkeypatch):
+    "With -j 2 every run's kernel sees max(1, cores // 2) threads for llama.cpp, OpenMP and BLAS (a user's own limit is kept)."
+    from judgelab.sweep import THREAD_VARS, thread_budget
+    for v in THREAD_VARS: monkeypatch.delenv(v, raising=False)
+    monkeypatch.setenv('NUMEXPR_NUM_THREADS', '7')                       # set by the user: kept
+    tpl = sweep_env/'threads.ipynb'
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell('x: int = 0  # unused', metadata=dict(tags=['parameters'])),
+                nbformat.v4.new_code_cell("import os, json, numpy, threadpoolctl\n"
+                                          "print(json.dumps(dict(env={v: os.environ.get(v) for v in " + repr(THREAD_VARS) + "},\n"
+                                          "      pools=sorted({p['num_threads'] for p in threadpoolctl.threadpool_info()}))))")]
+    nb.metadata['kernelspec'] = dict(name='python3', display_name='Python 3', language='python')
+    nbformat.write(nb, tpl)
+    cfg = sweep_env/'threads.yaml'
+    cfg.write_text(f"name: threads\nexperiments:\n  a:\n    template: {tpl}\n    grid: {{x: [1, 2]}}\n")
+    r = sweep(str(cfg), '-j', '2', '--no-progress')
+    assert r.returncode == 0, r.stdout + r.stderr
+    want = str(thread_budget(2))
+    outs = sorted((sweep_env/'runs'/'a').glob('*.ipynb')); assert len(outs) == 2, outs
+    for out in outs:
+        seen = json.loads(nbformat.read(out, as_version=4).cells[-1].outputs[0]['text'])
+        assert seen['env'] == {**{v: want for v in THREAD_VARS}, 'NUMEXPR_NUM_THREADS': '7'}, seen
+        assert seen['pools'] == [int(want)], seen                       # numpy's BLAS pool really is limited
