@@ -192,11 +192,12 @@ def _strata_masks(strata_members, sizes, n_perm, rng, K, exact):
         for row, combo in enumerate(itertools.product(*per)):
             for c in combo: masks[row, list(c)] = True
         return masks
-    masks = np.zeros((n_perm, K), bool); rows = np.arange(n_perm)[:, None]
+    masks = np.zeros((n_perm, K), bool)
     for mem, s in zip(strata_members, sizes):
         if s == 0: continue
-        pick = np.argpartition(rng.random((n_perm, len(mem))), s - 1, axis=1)[:, :s]   # a uniform random s-subset per row
-        masks[rows, mem[pick]] = True
+        r = rng.random((n_perm, len(mem)))
+        kth = np.partition(r, s - 1, axis=1)[:, s - 1:s]      # each row's s-th smallest draw
+        masks[:, mem] = r <= kth                               # the s smallest: a uniform random s-subset per row
     return masks
 
 def corrgap(pred_t, # judge scores for the target dimension

@@ -183,3 +183,11 @@ def test_matrix_of_a_judge_whose_replies_all_failed_has_nan_rows():
     j = j[j.item_id.isin(j.item_id.unique()[:2])].assign(parse_ok=False, score=np.nan)
     cm = corrgap_matrix(j, 'opinsummeval', n_perm=9, n_boot=5)
     assert len(cm.long) == 12 and cm.long.gap.isna().all() and cm.long.excess.isna().all()
+
+def test_strata_masks_pick_exactly_half_of_each_stratum_per_row():
+    from judgelab.corrgap import _strata_masks
+    rng = np.random.default_rng(0); strata = rng.integers(0, 5, 40)
+    members = [np.nonzero(strata == v)[0] for v in np.unique(strata)]; sizes = [len(m)//2 for m in members]
+    M = _strata_masks(members, sizes, 500, np.random.default_rng(1), 40, False)
+    for mem, s in zip(members, sizes): assert (M[:, mem].sum(1) == s).all()
+    assert not (M[:, mem] == M[0, mem]).all()                    # rows differ (random subsets)
