@@ -2,7 +2,7 @@
 SummEval audit; the human baseline's vectorised cluster bootstrap (excess CorrGap) vs a per-resample loop, and the
 full SummEval audit with the baseline beside the raw one; judgelab's vectorised Kendall tau-b cluster bootstrap vs a
 per-resample scipy loop on HANNA.
-Run with `.venv/bin/python bench/bench_stats.py` (or `make bench`; `--only kendall|corrgap|baseline` for one section).
+Run with `.venv/bin/python bench/bench_stats.py` (or `make bench`; `--only corrgap|baseline|masks|kendall` for one section).
 Prints ratios measured side by side in one process on the same inputs; no absolute-time claims are asserted anywhere.
 """
 import argparse, time, math
@@ -93,6 +93,33 @@ def main_baseline(n_boot=1000, n_perm=9999, loop_resamples=40, judge='gpt-4o', t
           f'human baseline + excess with {n_boot} resamples {t_base:6.1f} s (a per-resample loop: ~{t_loop*n_boot*n_pairs/60:.0f} min)')
     return dict(loop=t_loop*n_boot, vec=t_vec, raw=t_raw, baseline=t_base)
 
+def argpartition_masks(strata_members, sizes, n_perm, rng, K, exact):
+    "judgelab's former permutation masks (the reference): argpartition of random draws, then a scatter."
+    import judgelab.corrgap as C
+    if exact: return C._strata_masks(strata_members, sizes, n_perm, rng, K, exact)
+    masks = np.zeros((n_perm, K), bool); rows = np.arange(n_perm)[:, None]
+    for mem, s in zip(strata_members, sizes):
+        if s == 0: continue
+        pick = np.argpartition(rng.random((n_perm, len(mem))), s - 1, axis=1)[:, :s]
+        masks[rows, mem[pick]] = True
+    return masks
+
+def main_masks(n_perm=2999):
+    "The raw CorrGap audit of HANNA's 20 published judges (permutation tests only) with today's masks vs the former ones."
+    import judgelab.corrgap as C
+    ds = load('hanna'); J = load_judgments('hanna', 'chhun2024')
+    new_masks = C._strata_masks
+    t0 = time.perf_counter(); a = C.corrgap_audit(J, ds, n_perm=n_perm, seed=0, baseline=False); t_new = time.perf_counter() - t0
+    C._strata_masks = argpartition_masks
+    try:
+        t0 = time.perf_counter(); b = C.corrgap_audit(J, ds, n_perm=n_perm, seed=0, baseline=False); t_old = time.perf_counter() - t0
+    finally: C._strata_masks = new_masks
+    pa = np.concatenate([m.long.p.values for m in a.values()]); pb = np.concatenate([m.long.p.values for m in b.values()])
+    same = np.array_equal(pa, pb, equal_nan=True)
+    print(f'HANNA raw CorrGap audit, {len(a)} judges, {len(pa)} pairs, {n_perm} permutations: former masks {t_old:6.1f} s, '
+          f'today {t_new:6.1f} s ({t_old/t_new:.2f}x; p-values identical: {same})')
+    return dict(old=t_old, new=t_new)
+
 def loop_kendall_boot(pred, human, doc, system, level, n_boot=1000, seed=0):
     """judgelab's former Kendall bootstrap (the reference): the same seeded document counts, then one
     scipy.stats.kendalltau per resample in a Python loop, on the resample's expanded rows (sample level) or its
@@ -142,8 +169,9 @@ if __name__ == '__main__':
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument('--n-perm', type=int, default=9999); ap.add_argument('--repeats', type=int, default=3)
     ap.add_argument('--n-boot', type=int, default=1000)
-    ap.add_argument('--only', choices=['corrgap', 'baseline', 'kendall'], default=None, help='run one section')
+    ap.add_argument('--only', choices=['corrgap', 'baseline', 'masks', 'kendall'], default=None, help='run one section')
     a = ap.parse_args()
     if a.only in (None, 'corrgap'): main(a.n_perm, repeats=a.repeats)
     if a.only in (None, 'baseline'): main_baseline(a.n_boot, a.n_perm)
+    if a.only in (None, 'masks'): main_masks()
     if a.only in (None, 'kendall'): main_kendall(a.n_boot, repeats=a.repeats)
