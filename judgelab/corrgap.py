@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import numpy as np, pandas as pd
 from scipy import stats as ss
 from tqdm import tqdm
-from .stats import corr, fdr_adjust, krippendorff_alpha, METHODS
-from .data import load, judgment_scores
+from .stats import corr, fdr_adjust, krippendorff_alpha, cluster_counts, _wranks, METHODS
+from .data import as_dataset, judgment_scores
 
 # %% auto #0
 __all__ = ['SUMMARY_COLUMNS', 'divergence', 'split_groups', 'CorrGapResult', 'fisher_z_test', 'corrgap', 'rater_slots',
@@ -217,8 +217,8 @@ def corrgap(pred_t, # judge scores for the target dimension
     p_, t_, o_ = (np.asarray(a, float) for a in (pred_t, gt_t, gt_o))
     if not (len(p_) == len(t_) == len(o_)): raise ValueError("pred_t, gt_t and gt_o must have the same length")
     ids_ = np.arange(len(p_)) if ids is None else np.asarray(ids)
-    b_ = None if bins is None or callable(bins) or isinstance(bins, (dict, str)) else np.asarray(bins)
-    if bins is None: _bins(None, None)         # a clear error for the pre-turn-2 spelling
+    if bins is None: _bins(None, None)         # a clear error for the pre-turn-2 spelling, with or without control
+    b_ = None if callable(bins) or isinstance(bins, (dict, str)) else np.asarray(bins)
     ok = np.isfinite(p_) & np.isfinite(t_) & np.isfinite(o_)
     p_, t_, o_, ids_ = p_[ok], t_[ok], o_[ok], ids_[ok]
     if b_ is not None: bins = b_[ok]
@@ -246,15 +246,11 @@ def corrgap(pred_t, # judge scores for the target dimension
     return out
 
 # %% ../nbs/06_corrgap.ipynb #d544ca37
-def _as_dataset(dataset):
-    "A Dataset from a Dataset or a dataset name."
-    return load(dataset) if isinstance(dataset, str) else dataset
-
 def rater_slots(dataset, # a `judgelab.data.Dataset` (or a dataset name)
                 dim:str, # dimension
                )->pd.DataFrame: # items (dataset order) x slots 0..K-1, NaN where a slot is empty
     "Individual ratings of `dim` per item, one column per rater slot (the rater's position among the item's raters as stored)."
-    ds = _as_dataset(dataset); dim = ds.dim(dim).name
+    ds = as_dataset(dataset); dim = ds.dim(dim).name
     h = ds.human[ds.human.dimension == dim]
     slot = h.groupby('item_id', sort=False).cumcount()
     return h.assign(slot=slot.values).pivot(index='item_id', columns='slot', values='score').reindex(ds.items.item_id)
@@ -263,8 +259,8 @@ def bootstrap_weights(docs, # document (cluster) of each item
                       n_boot:int=1000, seed:int=0,
                      )->np.ndarray: # (n_boot, n) integer multiplicity of each item in each resample
     "Cluster bootstrap over documents: each resample draws as many documents as there are, with replacement."
-    _, dix = np.unique(np.asarray(docs), return_inverse=True); nd = dix.max() + 1
-    return np.random.default_rng(seed).multinomial(nd, np.full(nd, 1/nd), size=n_boot)[:, dix]
+    _, dix = np.unique(np.asarray(docs), return_inverse=True)
+    return cluster_counts(int(dix.max()) + 1, n_boot, seed)[:, dix.ravel()]     # the same draws as `stats.bootstrap_ci`
 
 
 # %% ../nbs/06_corrgap.ipynb #a1fb7f62
@@ -283,11 +279,8 @@ def split_counts(W, # (B, n) item multiplicities per resample (0 = item absent)
     W = np.asarray(W); B, n = W.shape
     byid = np.argsort(_id_order(np.arange(n) if ids is None else ids), kind='stable')    # work in ascending id order
     W = W[:, byid]; gt_t = np.asarray(gt_t, float)[byid]; gt_o = np.asarray(gt_o, float)[byid]
-    Wf = W.astype(np.float64); r2 = []
-    for x in (gt_t, gt_o):                      # twice the average ranks in each resample: exact integers
-        u, inv = np.unique(x, return_inverse=True); c = Wf @ _onehot(inv, len(u))
-        r2.append((2*np.cumsum(c, 1) - c)[:, inv])
-    D2 = np.abs(r2[0] - r2[1]).astype(np.int64); dmax = int(D2.max()) + 1
+    Wf = W.astype(np.float64)                   # twice the average ranks in each resample are exact integers
+    D2 = np.abs(2*_wranks(gt_t, Wf) - 2*_wranks(gt_o, Wf)).astype(np.int64); dmax = int(D2.max()) + 1
     N = W.sum(1, keepdims=True); k = N//2
     o = np.argsort((dmax - 1 - D2).astype(_key_dtype(dmax)), axis=1, kind='stable')   # D descending, ties by id
     Wo = np.take_along_axis(W, o, 1); before = np.cumsum(Wo, 1) - Wo
@@ -321,8 +314,7 @@ def human_baseline(preds, # judge scores for the target: an array, or {name: arr
                   )->pd.DataFrame: # one row per judge
     "Human baseline and excess CorrGap (SPEC §2): each rater's gap against the others' mean, the judge's gap against the same references."
     if method not in METHODS: raise ValueError(f"method must be one of {METHODS}, not {method!r}")
-    single = not isinstance(preds, dict)
-    preds = {'judge': preds} if single else preds
+    preds = preds if isinstance(preds, dict) else {'judge': preds}
     R_t, R_o = np.asarray(R_t, float), np.asarray(R_o, float)
     if R_t.ndim != 2 or R_t.shape != R_o.shape: raise ValueError(f"R_t and R_o must be (items, raters) arrays of one shape, got {R_t.shape} and {R_o.shape}")
     n, K = R_t.shape
@@ -441,7 +433,7 @@ def quality_threshold(dataset, # a `judgelab.data.Dataset` or a dataset name
                       dim:str, # target dimension
                      )->float:
     "The low/high quality threshold of `dim` from the dataset's registry entry ('median': the median human mean)."
-    ds = _as_dataset(dataset); dim = ds.dim(dim).name
+    ds = as_dataset(dataset); dim = ds.dim(dim).name
     thr = ds.spec.quality_threshold
     thr = thr.get(dim, 'median') if isinstance(thr, dict) else thr
     return float(ds.human_mean([dim])[dim].median()) if thr == 'median' else float(thr)
@@ -502,7 +494,7 @@ def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (sch
                   progress:bool=False, # a progress bar on stderr
                  )->dict: # {(judge, model): CorrGapMatrix}
     "CorrGap matrices of every judge in `judgments`; the human baseline is computed once per pair for all judges."
-    ds = _as_dataset(dataset)
+    ds = as_dataset(dataset)
     s = judgment_scores(judgments)
     hm = ds.human_mean(); ids = hm.index.values
     docs = ds.items.set_index('item_id').doc_id.reindex(hm.index).values

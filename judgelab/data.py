@@ -15,7 +15,7 @@ from .core import paths, sha256_file
 # %% auto #0
 __all__ = ['QUALITY_SOURCE', 'DATASETS', 'JUDGMENT_COLUMNS', 'JUDGMENT_SOURCES', 'Dimension', 'FileSpec', 'DatasetSpec',
            'UnknownDatasetError', 'ChecksumError', 'DataError', 'MissingDataError', 'JudgmentImportError', 'get_spec',
-           'default_mirror', 'raw_dir', 'fetch', 'verify', 'spec_pins', 'available', 'Dataset', 'load',
+           'default_mirror', 'raw_dir', 'fetch', 'verify', 'spec_pins', 'available', 'Dataset', 'load', 'as_dataset',
            'JudgmentSource', 'parse_rating', 'parse_labelled', 'list_judgments', 'load_judgments', 'judgment_scores',
            'import_judgments']
 
@@ -617,6 +617,10 @@ def load(name:str, # dataset name (see `DATASETS`)
         _CACHE[key] = (items, human, extra)
     items, human, extra = _CACHE[key]
     return Dataset(spec, items.copy(), human.copy(), {k: v.copy() for k, v in extra.items()}, hashes)
+
+def as_dataset(dataset)->Dataset:
+    "`dataset` itself if it is a loaded Dataset, else `load(dataset)` (every public function taking a dataset accepts either)."
+    return dataset if isinstance(dataset, Dataset) else load(dataset)
 
 # %% ../nbs/01_data.ipynb #a1585b3f
 JUDGMENT_COLUMNS = ['item_id', 'dimension', 'judge', 'model', 'score', 'rationale', 'sample', 'parse_ok', 'failure']

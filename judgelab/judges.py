@@ -36,7 +36,7 @@ def select_items(ds, items=None, n_items:int|None=None, seed:int=0)->pd.DataFram
 
 def resolve(dataset, backend, dims):
     "Dataset object, backend (default: the embedded model through the cache) and dimension names, validated."
-    ds = dataset if isinstance(dataset, D.Dataset) else D.load(dataset)
+    ds = D.as_dataset(dataset)
     b = backend if isinstance(backend, Backend) else get_backend(backend)
     if isinstance(dims, str): dims = [dims]      # one dimension given by name
     dims = [ds.dim(d).name for d in (dims or ds.spec.dim_names)]

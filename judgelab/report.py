@@ -86,7 +86,7 @@ def collect_judgments(dataset, # a dataset name or `judgelab.data.Dataset`
                       methods=None, # keep only these run methods (file-name methods, e.g. 'geval', 'dimcheck_random')
                      )->tuple: # (judgments with a `source` column, {input: sha256})
     "All judgments of a dataset with their provenance hashes."
-    ds = dataset if isinstance(dataset, D.Dataset) else D.load(dataset)
+    ds = D.as_dataset(dataset)
     parts, inputs = [], {f'{ds.name}/{f}': h for f, h in ds.hashes.items()}
     if published:
         for src in D.list_judgments(ds.name).index:

@@ -13,9 +13,9 @@ from sklearn.model_selection import train_test_split, GroupShuffleSplit
 from .data import judgment_scores
 
 # %% auto #0
-__all__ = ['METHODS', 'LEVELS', 'round_to_scale', 'split_indices', 'corr', 'Corr', 'correlation', 'bootstrap_ci',
-           'correlation_table', 'fdr_reject', 'fdr_adjust', 'AltTestResult', 'alt_test', 'alt_test_inputs',
-           'krippendorff_alpha', 'fleiss_kappa']
+__all__ = ['METHODS', 'LEVELS', 'round_to_scale', 'split_indices', 'corr', 'Corr', 'correlation', 'cluster_counts',
+           'bootstrap_ci', 'correlation_table', 'fdr_reject', 'fdr_adjust', 'AltTestResult', 'alt_test',
+           'alt_test_inputs', 'krippendorff_alpha', 'fleiss_kappa']
 
 # %% ../nbs/05_stats.ipynb #20b96105
 def round_to_scale(x, # value(s) to round
@@ -177,6 +177,12 @@ def _kendall_rows(X, Y):
                                  ((sx == 0) & V).sum((1, 2)).astype(float), ((sy == 0) & V).sum((1, 2)).astype(float))
     return out
 
+def cluster_counts(n_docs:int, # documents (clusters)
+                   n_boot:int=1000, seed:int=0,
+                  )->np.ndarray: # (n_boot, n_docs) how often each document is drawn in each resample
+    "The cluster bootstrap's draws: each resample draws `n_docs` documents with replacement (seeded; one stream for every statistic)."
+    return np.random.default_rng(seed).multinomial(n_docs, np.full(n_docs, 1/n_docs), size=n_boot)
+
 def _boot_vals(pred, human, doc, system=None, method:str='spearman', level:str='sample', n_boot:int=1000, seed:int=0):
     "The statistic on each of the `n_boot` cluster-bootstrap resamples (NaN where undefined); None if there is nothing to resample."
     _check_method(method)
@@ -185,8 +191,7 @@ def _boot_vals(pred, human, doc, system=None, method:str='spearman', level:str='
                            s=np.asarray(system) if system is not None else 0)).dropna(subset=['p', 'h'])
     docs, dix = np.unique(df.d.values, return_inverse=True)
     if len(df) < 3 or len(docs) < 2: return None
-    rng = np.random.default_rng(seed)
-    C = rng.multinomial(len(docs), np.full(len(docs), 1/len(docs)), size=n_boot).astype(float)   # (B, D)
+    C = cluster_counts(len(docs), n_boot, seed).astype(float)   # (B, D)
     p, h = df.p.values, df.h.values
     if level == 'summary':
         r = np.array([corr(p[dix == k], h[dix == k], method) for k in range(len(docs))])
