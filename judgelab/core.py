@@ -38,15 +38,25 @@ class Paths:
     @property
     def outputs(self): return Path(os.environ.get('JUDGELAB_OUTPUTS', self.root/'outputs'))
     @property
-    def tables(self): return self.outputs/'tables'
+    def run_id(self)->str|None:
+        "The id of the sweep run being executed (`JUDGELAB_RUN_ID`, set by `judgelab sweep`), or None for work by hand."
+        return os.environ.get('JUDGELAB_RUN_ID') or None
     @property
-    def figures(self): return self.outputs/'figures'
+    def run_dir(self):
+        "Where this run writes: `outputs/<run id>/` inside a sweep run, `outputs/` for work by hand."
+        return self.outputs/self.run_id if self.run_id else self.outputs
     @property
-    def judgments(self): return self.outputs/'judgments'
+    def tables(self): return self.run_dir/'tables'
+    @property
+    def figures(self): return self.run_dir/'figures'
+    @property
+    def judgments(self): return self.run_dir/'judgments'
+    @property
+    def decompositions(self): return self.run_dir/'decompositions'
     @property
     def cache(self): return self.outputs/'cache'
     @property
-    def manifest(self): return self.outputs/'manifest.jsonl'
+    def manifest(self): return self.run_dir/'manifest.jsonl'
     @property
     def runs(self): return Path(os.environ.get('JUDGELAB_RUNS', self.root/'papermill_runs'))
     @property
