@@ -4,6 +4,7 @@
 
 # %% ../nbs/10a_methods.ipynb #463c1e2b
 from __future__ import annotations
+import inspect
 import pandas as pd
 from .judges import resolve, select_items, judgments_path, analyze_rate, geval, direct
 from .checklist import checkeval, reference
@@ -11,13 +12,25 @@ from .decompose import decomposition
 from .dimcheck import dimcheck
 
 # %% auto #0
-__all__ = ['METHODS', 'run']
+__all__ = ['METHODS', 'FIXED_ARGS', 'check_options', 'run']
 
 # %% ../nbs/10a_methods.ipynb #c123bd7e
 METHODS = dict(analyze_rate=analyze_rate, geval=geval, direct=direct,     # 07_judges
                checkeval=checkeval, reference=reference,                    # 08_checklist
                decomposition=decomposition,                                 # 09_decompose
                dimcheck=dimcheck)                                           # 10_dimcheck
+
+FIXED_ARGS = ('ds', 'its', 'dims', 'backend', 'seed', 'progress')  # what `run` passes; not options
+
+def check_options(method:str, # a name in `METHODS`
+                  options:dict|None=None, # the method's options
+                 )->None:
+    "Fail before any generation: `ValueError` for an unknown method, `TypeError` naming options the method does not take."
+    if method not in METHODS: raise ValueError(f"Unknown method {method!r}; methods: {', '.join(METHODS)}")
+    sig = inspect.signature(METHODS[method]).parameters
+    bad = [k for k in (options or {}) if k not in sig or k in FIXED_ARGS]
+    if bad: raise TypeError(f"Unknown option(s) {bad} for method {method!r}; options: {', '.join(k for k in sig if k not in FIXED_ARGS)}")
+
 
 # %% ../nbs/10a_methods.ipynb #348391ff
 def run(method:str, # a name in `METHODS`
@@ -31,7 +44,7 @@ def run(method:str, # a name in `METHODS`
         progress:bool=True,
         **options)->pd.DataFrame:
     "Run judge `method` on a dataset: the judgments table (with cost and provenance columns)."
-    if method not in METHODS: raise ValueError(f"Unknown method {method!r}; methods: {', '.join(METHODS)}")
+    check_options(method, options)
     ds, b, dims = resolve(dataset, backend, dims)
     its = select_items(ds, items, n_items, seed)
     j = METHODS[method](ds, its, dims, b, seed=seed, progress=progress, **options)

@@ -10,23 +10,31 @@ from .backends import LlamaCppBackend, OpenAIBackend, VLLMBackend
 from .cache import CachedBackend, GenerationCache
 
 # %% auto #0
-__all__ = ['BACKENDS', 'get_backend']
+__all__ = ['BACKENDS', 'check_backend', 'get_backend']
 
 # %% ../nbs/02c_models.ipynb #09e4571b
 BACKENDS = dict(llamacpp=LlamaCppBackend, openai=OpenAIBackend, vllm=VLLMBackend)
+
+def check_backend(name:str|None, # a provider name (None: 'llamacpp')
+                  options:dict|None=None, # the provider's options
+                 )->str: # the provider name
+    "Fail before anything is built: `ValueError` for an unknown provider, `TypeError` naming misspelt options."
+    name = name or 'llamacpp'
+    if name not in BACKENDS: raise ValueError(f"Unknown backend {name!r}; backends: {', '.join(BACKENDS)}")
+    sig = inspect.signature(BACKENDS[name].__init__).parameters
+    has_kw = any(p.kind == p.VAR_KEYWORD for p in sig.values())
+    bad = [k for k in (options or {}) if (k not in sig or k == 'self') and not has_kw]
+    if bad: raise TypeError(f"Unknown option(s) {bad} for backend {name!r}; options: {', '.join(p for p in sig if p != 'self')}")
+    return name
 
 def get_backend(name:str|None=None, # 'llamacpp' (default, embedded), 'openai' or 'vllm'
                 cache=True, # True: the default cache; a path; a GenerationCache; False: no cache (tests of the cache itself only)
                 mode:str='readwrite', # cache mode: 'readwrite' or 'replay' (never calls a model; fails listing the misses)
                 **options)->Backend:
     "A provider by name, wrapped in the generation cache."
-    name = name or 'llamacpp'
-    if name not in BACKENDS: raise ValueError(f"Unknown backend {name!r}; backends: {', '.join(BACKENDS)}")
-    cls = BACKENDS[name]; sig = inspect.signature(cls.__init__)
-    has_kw = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
-    bad = [k for k in options if k not in sig.parameters and not has_kw]
-    if bad: raise TypeError(f"Unknown option(s) {bad} for backend {name!r}; options: {[p for p in sig.parameters if p != 'self']}")
-    backend = cls(**options)
+    name = check_backend(name, options)
+    backend = BACKENDS[name](**options)
     if cache is False: return backend
     c = cache if isinstance(cache, GenerationCache) else GenerationCache(None if cache is True else cache)
     return CachedBackend(backend, c, mode=mode)
+
