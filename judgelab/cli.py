@@ -91,18 +91,21 @@ def _sweep(a):
     only = a.only or None
     bad = [e for e in (only or []) if e not in sw.experiments()]
     if bad: print(f"error: --only {bad}: not in {a.config}; experiments: {', '.join(sw.experiments())}", file=sys.stderr); return 2
+    if a.unlock:
+        S.unlock(sw); print(f"unlocked {S._show(S.workdir())}: the next call reruns the runs the killed sweep left unfinished"); return 0
     if a.dry_run:
         t = S.dry_run(sw, force=a.force, only=only)
-        print(f"sweep {sw.name} ({sw.path}): {len(t)} runs" + (f" -- {sw.description}" if sw.description else ''))
-        print("each run writes papermill_runs/<experiment>/<run>.ipynb")
+        print(f"sweep {sw.name} ({S._show(sw.path)}): {len(t)} runs" + (f" -- {sw.description}" if sw.description else ''))
+        print("each run writes papermill_runs/<run>.ipynb and outputs/<run>/")
         if len(t): print(t.drop(columns='notebook').to_string(index=False))
         c = t.state.value_counts().to_dict() if len(t) else {}
         print("states: " + ', '.join(f'{k} {v}' for k, v in c.items()) + "; 'done' runs are skipped, all others run")
         return 0
-    before = S._cache_size()
-    res = S.run_sweep(sw, jobs=a.jobs, force=a.force, only=only, progress=not a.no_progress, timeout=a.timeout)
-    print(S.format_summary(res, S._cache_size() - before))
+    res = S.run_sweep(sw, jobs=a.jobs, force=a.force, only=only, progress=not a.no_progress, timeout=a.timeout,
+                      executor=a.executor, profile=a.profile, gpus=a.gpus)
+    print(S.format_summary(res))
     return 1 if any(r.status in ('failed', 'blocked') for r in res) else 0
+
 
 # %% ../nbs/13_cli.ipynb #3f5ff7ea
 def render_readme(index:Path|None=None)->str:
@@ -152,19 +155,23 @@ def parser()->argparse.ArgumentParser:
     x.add_argument('path'); x.add_argument('--dataset', required=True); x.add_argument('--judge', required=True)
     x.add_argument('--model', required=True); x.add_argument('--out', help='default: outputs/judgments/<dataset>/<judge>__<model>.parquet')
     x.set_defaults(fn=_judgments_import)
-    x = sub.add_parser('sweep', help='run a sweep file (configs/*.yaml): papermill runs into papermill_runs/, finished runs skipped',
-                       description='Expand a sweep file into papermill runs and execute those not done yet. Exit status: 0 all ran, '
+    x = sub.add_parser('sweep', help='run a sweep file (configs/*.yaml) with Snakemake: executed notebooks in papermill_runs/, outputs in outputs/<run>/',
+                       description='Compile a sweep file into a Snakemake workflow and execute the runs that are not current. Exit status: 0 all ran, '
                        '1 some runs failed (listed with their notebooks), 2 the sweep file is invalid (nothing ran).')
     x.add_argument('config', help='sweep file, e.g. configs/embedded.yaml')
-    x.add_argument('--dry-run', action='store_true', help='list the runs and their state (done, stale, failed, new); run nothing')
-    x.add_argument('-j', '--jobs', type=int, default=1, help='notebooks run at once (runs sharing a model, GPU or server never overlap)')
-    x.add_argument('--force', action='store_true', help='rerun runs that are done (the generation cache still answers what it has)')
+    x.add_argument('--dry-run', action='store_true', help="list the runs and their state (done, stale with Snakemake's reason, new); run nothing")
+    x.add_argument('-j', '--jobs', type=int, default=1, help='runs at once (runs sharing the in-process model, GPUs or a server never overlap)')
+    x.add_argument('--force', action='store_true', help='rerun runs that are current (the generation cache still answers what it has)')
     x.add_argument('--only', nargs='+', metavar='EXPERIMENT', help='run only these experiments')
     x.add_argument('--set', action='append', metavar='KEY=VALUE', help='set a parameter on every run whose template has it '
                    '(value read as YAML), e.g. --set backend=openai --set base_url=http://127.0.0.1:8000/v1')
     x.add_argument('--match', action='append', metavar='KEY=VALUE', help='keep only runs with this parameter value, e.g. --match model=Qwen/Qwen3-32B')
     x.add_argument('--timeout', type=float, help='per-cell execution timeout in seconds')
-    x.add_argument('--no-progress', action='store_true', help='no progress bar (one line per finished run instead)')
+    x.add_argument('--executor', help="a Snakemake executor plugin, e.g. 'slurm' (with --profile configs/slurm) or 'cluster-generic'")
+    x.add_argument('--profile', help='a Snakemake profile folder, e.g. configs/slurm')
+    x.add_argument('--gpus', type=int, default=1, help='GPUs on this machine for vLLM runs (default 1)')
+    x.add_argument('--no-progress', action='store_true', help="no Snakemake progress lines (the summary at the end only)")
+    x.add_argument('--unlock', action='store_true', help='remove the lock a killed sweep left (when no other sweep runs here)')
     x.set_defaults(fn=_sweep)
     x = sub.add_parser('readme', help='regenerate README.md from nbs/index.ipynb'); x.add_argument('--check', action='store_true')
     x.set_defaults(fn=_readme)
@@ -174,7 +181,7 @@ def main(argv=None)->int:
     "Entry point of the `judgelab` command."
     a = parser().parse_args(argv)
     try: return a.fn(a)
-    except S.ConfigError as e:
+    except (S.ConfigError, S.SweepLocked) as e:
         print(f"error: {e}", file=sys.stderr); return 2
     except (D.UnknownDatasetError, D.ChecksumError, D.MissingDataError, D.DataError, D.JudgmentImportError, KeyError, FileNotFoundError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)

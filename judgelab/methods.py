@@ -6,6 +6,7 @@
 from __future__ import annotations
 import inspect
 import pandas as pd
+from .core import record_manifest
 from .judges import resolve, select_items, judgments_path, analyze_rate, geval, direct
 from .checklist import checkeval, reference
 from .decompose import decomposition
@@ -40,7 +41,7 @@ def run(method:str, # a name in `METHODS`
         items=None, # item ids (default: all, or a sample of n_items)
         n_items:int|None=None, # judge a seeded sample of this many items
         seed:int=0, # sampling seed (items and generation)
-        save:bool=False, # write outputs/judgments/<dataset>/<method>__<model>.parquet
+        save:bool=False, # write <run folder>/judgments/<dataset>/<method>__<model>.parquet, with a manifest row
         progress:bool=True,
         **options)->pd.DataFrame:
     "Run judge `method` on a dataset: the judgments table (with cost and provenance columns)."
@@ -53,4 +54,6 @@ def run(method:str, # a name in `METHODS`
         name = j.attrs.get('file_method', method)
         p = judgments_path(ds.name, name, b.identity()); p.parent.mkdir(parents=True, exist_ok=True)
         j.to_parquet(p, index=False); j.attrs['path'] = str(p)
+        record_manifest([p], parameters=dict(method=method, dataset=ds.name, model=b.identity(), dims=list(dims), n_items=n_items,
+                                             items=len(its), seed=seed, options=options), inputs={f'{ds.name}/{f}': h for f, h in ds.hashes.items()})
     return j

@@ -1,199 +1,239 @@
-"""`judgelab sweep` on a tiny sweep of the embedded model: dry run, a parallel run, a run killed midway and resumed
-from the generation cache, a failing run that does not stop the others, a bad file rejected with its line, and the
-paper notebooks executed on the judgments the tiny sweep made. Everything is written under a temporary folder."""
-import json, os, signal, sqlite3, subprocess, sys, time
+"""`judgelab sweep` on Snakemake, as a user runs it, in a copy of the project under a temporary folder (its own package
+copy on PYTHONPATH, so editing its `parse.py` touches nothing here): run ids and per-run folders, staleness from
+library code, parameters and needed runs, a fresh clone that knows its committed runs are current, a failed run
+that does not stop the others, a run killed midway that resumes from the generation cache, the cluster path through
+Snakemake's `cluster-generic` executor with a loopback submit script, bad files rejected with their line."""
+import base64, json, os, shutil, signal, sqlite3, subprocess, sys, time
 from pathlib import Path
 import nbformat, pandas as pd, psutil, pytest
 from conftest import ROOT, BIN
 
-TINY = """name: tiny
-defaults: {backend: llamacpp, seed: 0}
+
+def template(path, params:str, body:str):
+    "Write a papermill template: a `parameters` cell and a body cell."
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(params, metadata=dict(tags=['parameters'])), nbformat.v4.new_code_cell(body)]
+    nb.metadata['kernelspec'] = dict(name='python3', display_name='Python 3', language='python')
+    path.parent.mkdir(parents=True, exist_ok=True); nbformat.write(nb, path)
+
+JUDGE = ("dataset: str = 'topical_chat'\nn_items: int = 1\nbackend: str = 'llamacpp'\nmodel: str = ''",
+         "import pandas as pd\nfrom judgelab import parse\nfrom judgelab.report import save_table\n"
+         "save_table(pd.DataFrame(dict(n=[n_items])), 'n', 'nbs/experiments/t_judge.ipynb', dict(n_items=n_items))")
+OTHER = ("x: int = 0", "from judgelab.core import paths\npaths.tables.mkdir(parents=True, exist_ok=True)\n(paths.tables/'x.txt').write_text(str(x))")
+PAPER = ("runs: list = []",
+         "import pandas as pd\nfrom judgelab.core import paths\nfrom judgelab.report import save_table\n"
+         "n = sum(int(pd.read_csv(paths.outputs/r/'tables'/'n.csv').n.iloc[0]) for r in runs)\n"
+         "save_table(pd.DataFrame(dict(total=[n], runs=[len(runs)])), 'total', 'nbs/experiments/t_paper.ipynb', dict(runs=runs))")
+FAIL = ("x: int = 0", "raise RuntimeError('boom: this run fails on purpose')")
+
+SWEEP = """name: s
 experiments:
   judge:
-    template: nbs/experiments/judge.ipynb
-    parameters: {n_items: 2, n_boot: 20, n_perm: 19}
-    grid:
-      cases:
-        - {dataset: topical_chat, dims: [coherence, engagingness]}
-        - {dataset: qags, dims: [consistency]}
-      method: [analyze_rate, geval]
-      method_options: [{max_tokens: 32}]
-  audit:
-    template: nbs/experiments/corrgap_audit.ipynb
-    parameters: {sources: [closerlook_analyze_rate], n_perm: 49, n_boot_excess: 20, n_perm_quality: 9, n_boot: 10}
-    grid: {dataset: [topical_chat]}
-  paper_corrgap:
-    template: nbs/experiments/paper_corrgap.ipynb
-    parameters: {datasets: [topical_chat, qags], published: false, n_perm: 19, n_boot_excess: 20, n_perm_quality: 9}
+    template: nbs/experiments/t_judge.ipynb
+    grid: {n_items: [1, 2]}
+  other:
+    template: nbs/experiments/t_other.ipynb
+  paper:
+    template: nbs/experiments/t_paper.ipynb
     needs: [judge]
-    inputs: ['outputs/judgments/**/*.parquet']
-  paper_checkeval:
-    template: nbs/experiments/paper_checkeval.ipynb
-    parameters: {datasets: [topical_chat, qags], published: false, n_boot: 10}
-    needs: [judge]
-    inputs: ['outputs/judgments/**/*.parquet']
-  paper_decomposition:
-    template: nbs/experiments/paper_decomposition.ipynb
-    parameters: {datasets: [topical_chat, qags]}
-    needs: [judge]
-    inputs: ['outputs/judgments/**/*.parquet']
 """
 
+def make_repo(dest:Path)->Path:
+    "A copy of the project: the package, settings, templates and data registry (raw data read from this checkout)."
+    dest.mkdir(parents=True)
+    shutil.copytree(ROOT/'judgelab', dest/'judgelab', ignore=shutil.ignore_patterns('__pycache__'))
+    shutil.copy(ROOT/'settings.ini', dest/'settings.ini')
+    shutil.copytree(ROOT/'nbs'/'experiments', dest/'nbs'/'experiments')
+    shutil.copytree(ROOT/'data', dest/'data', ignore=shutil.ignore_patterns('raw', 'interim', '.fetch-tmp'))
+    for name, (p, b) in dict(t_judge=JUDGE, t_other=OTHER, t_paper=PAPER, t_fail=FAIL).items():
+        template(dest/'nbs'/'experiments'/f'{name}.ipynb', p, b)
+    return dest
+
 @pytest.fixture
-def sweep_env(tmp_path, monkeypatch):
-    "Runs, outputs (tables, judgments, generation cache) under tmp_path; one llama.cpp thread per run."
-    env = dict(JUDGELAB_RUNS=str(tmp_path/'runs'), JUDGELAB_OUTPUTS=str(tmp_path/'outputs'), JUDGELAB_LLAMA_THREADS='2')
-    for k, v in env.items(): monkeypatch.setenv(k, v)
-    return tmp_path
+def repo(tmp_path, monkeypatch):
+    for v in ('JUDGELAB_OUTPUTS', 'JUDGELAB_RUNS', 'JUDGELAB_RUN_ID', 'JUDGELAB_RUN', 'JUDGELAB_ROOT'): monkeypatch.delenv(v, raising=False)
+    monkeypatch.setenv('JUDGELAB_RAW', str(ROOT/'data'/'raw'))
+    r = make_repo(tmp_path/'repo')
+    monkeypatch.setenv('PYTHONPATH', str(r))
+    return r
 
-def sweep(*args, timeout=1200):
-    return subprocess.run([str(BIN/'judgelab'), 'sweep', *args], capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+def sweep(repo, *args, timeout=900):
+    return subprocess.run([str(BIN/'judgelab'), 'sweep', *map(str, args)], capture_output=True, text=True, cwd=repo, timeout=timeout,
+                          env={**os.environ, 'PYTHONPATH': str(repo)})
 
-def cache_rows(tmp):
-    db = tmp/'outputs'/'cache'/'generations.sqlite'
+def states(repo, cfg)->dict:
+    r = sweep(repo, cfg, '--dry-run'); assert r.returncode == 0, r.stdout + r.stderr
+    out = {}
+    for line in r.stdout.splitlines():
+        f = line.split()
+        if len(f) >= 3 and f[1].count('/') >= 1 and f[2] in ('done', 'new', 'stale', 'incomplete'): out[f[1]] = (f[2], ' '.join(f[3:]))
+    return out
+
+J1, J2 = 's/judge/topical_chat__SmolLM2-135M-Instruct__n_items-1', 's/judge/topical_chat__SmolLM2-135M-Instruct__n_items-2'
+
+def test_run_ids_folders_and_staleness(repo, tmp_path, monkeypatch):
+    cfg = repo/'s.yaml'; cfg.write_text(SWEEP)
+    assert {k: v[0] for k, v in states(repo, cfg).items()} == {J1: 'new', J2: 'new', 's/other': 'new', 's/paper': 'new'}
+    r = sweep(repo, cfg, '-j', '2', '--no-progress')
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert '4 runs: 4 ran, 0 already done (skipped), 0 failed' in r.stdout, r.stdout
+    # two runs that differ only in n_items: two folders, two notebooks, both in the manifests and the index
+    for rid, n in ((J1, 1), (J2, 2)):
+        assert pd.read_csv(repo/'outputs'/rid/'tables'/'n.csv').n.tolist() == [n]
+        assert (repo/'papermill_runs'/f'{rid}.ipynb').exists()
+        rows = [json.loads(l) for l in (repo/'outputs'/rid/'manifest.jsonl').read_text().splitlines()]
+        assert rows[0]['run'] == f'papermill_runs/{rid}.ipynb' and rows[0]['artifacts'][0] == f'outputs/{rid}/tables/n.csv', rows
+    index = (repo/'outputs'/'README.md').read_text()
+    assert 'n_items-1/tables' in index and 'n_items-2/tables' in index
+    # the paper run read the runs it needs, handed over as its `runs` parameter
+    assert pd.read_csv(repo/'outputs'/'s'/'paper'/'tables'/'total.csv').to_dict('records') == [dict(total=3, runs=2)]
+    meta = nbformat.read(repo/'papermill_runs'/f'{J1}.ipynb', as_version=4).metadata['judgelab']
+    assert meta['status'] == 'ok' and meta['run_id'] == J1 and len(meta['code']) == 12 and meta['resources'] == {'llm': 1}
+    # Snakemake's records name outputs relative to the project: nothing of this machine's paths
+    md = list((repo/'.snakemake'/'metadata').rglob('*'))
+    assert md and not any(str(repo) in f.read_text() for f in md if f.is_file())
+    assert {v[0] for v in states(repo, cfg).values()} == {'done'}
+    assert '4 runs: 0 ran, 4 already done (skipped)' in sweep(repo, cfg, '--no-progress').stdout
+
+    # a fresh clone: Snakemake's records travel with the outputs, so a copy in which every file has a new time (the
+    # library and templates newer than the outputs, as a checkout may leave them) still knows its runs are current
+    clone = tmp_path/'clone'
+    shutil.copytree(repo, clone, copy_function=shutil.copy, ignore=shutil.ignore_patterns('__pycache__', 'locks', 'incomplete'))
+    later = time.time() + 60
+    for p in list((clone/'judgelab').glob('*.py')) + list((clone/'nbs').rglob('*.ipynb')): os.utime(p, (later, later))
+    monkeypatch.setenv('PYTHONPATH', str(clone))
+    assert {v[0] for v in states(clone, clone/'s.yaml').values()} == {'done'}
+    monkeypatch.setenv('PYTHONPATH', str(repo))
+
+    # editing the parser marks the runs whose template imports it (and the run that reads them) stale, nothing else
+    with open(repo/'judgelab'/'parse.py', 'a') as f: f.write('\n# an edit\n')
+    st = states(repo, cfg)
+    assert {k: v[0] for k, v in st.items()} == {J1: 'stale', J2: 'stale', 's/other': 'done', 's/paper': 'stale'}, st
+    assert 'updated input' in st[J1][1], st
+    # a changed parameter makes its run stale
+    cfg.write_text(SWEEP.replace('template: nbs/experiments/t_other.ipynb', 'template: nbs/experiments/t_other.ipynb\n    parameters: {x: 1}'))
+    st = states(repo, cfg)
+    assert st['s/other'][0] == 'stale' and 'param' in st['s/other'][1], st
+    r = sweep(repo, cfg, '--only', 'other', '--no-progress')
+    assert r.returncode == 0 and '1 runs: 1 ran' in r.stdout, r.stdout + r.stderr
+    assert (repo/'outputs'/'s'/'other'/'tables'/'x.txt').read_text() == '1'
+    assert states(repo, cfg)[J1][0] == 'stale'                  # --only ran nothing else
+    summary = json.loads((repo/'papermill_runs'/'sweeps'/'s.json').read_text())
+    assert len(summary['runs']) == 4                            # a partial call updates its own rows, keeps the others
+
+def test_failed_run_does_not_stop_the_others(repo):
+    cfg = repo/'f.yaml'
+    cfg.write_text(SWEEP.replace('name: s', 'name: f').replace('t_judge.ipynb', 't_fail.ipynb').replace('grid: {n_items: [1, 2]}', 'grid: {x: [1, 2]}'))
+    r = sweep(repo, cfg, '-j', '2', '--no-progress')
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert '4 runs: 1 ran, 0 already done (skipped), 2 failed, 1 not run (a needed run failed)' in r.stdout, r.stdout
+    assert 'FAILED f/judge/x-1' in r.stdout and 'boom: this run fails on purpose' in r.stdout, r.stdout
+    nb = repo/'papermill_runs'/'f'/'judge'/'x-1.ipynb'
+    assert 'boom' in nb.read_text()                              # the failed notebook keeps its traceback
+    assert (repo/'outputs'/'f'/'other'/'tables'/'x.txt').exists()
+    s = json.loads((repo/'papermill_runs'/'sweeps'/'f.json').read_text())
+    assert s['counts'] == {'failed': 2, 'ok': 1, 'blocked': 1}, s
+
+KILL = ("dataset: str = 'topical_chat'\nbackend: str = 'llamacpp'",
+        "import pandas as pd\nfrom judgelab.models import get_backend\nfrom judgelab.methods import run\nfrom judgelab.report import save_table\n"
+        "b = get_backend(backend)\n"
+        "j = run('analyze_rate', dataset, b, dims=['coherence', 'engagingness', 'naturalness'], n_items=3, max_tokens=48, progress=False, save=True)\n"
+        "save_table(pd.DataFrame([b.stats]), 'cache', 'nbs/experiments/t_kill.ipynb', {})")
+
+def cache_rows(repo):
+    db = repo/'outputs'/'cache'/'generations.sqlite'
     if not db.exists(): return 0
     with sqlite3.connect(db, timeout=60) as c: return c.execute('SELECT COUNT(*) FROM generations').fetchone()[0]
 
-def meta(nb): return nbformat.read(nb, as_version=4).metadata.get('judgelab', {})
-
-def test_tiny_sweep_dry_run_parallel_skip_and_paper_notebooks(sweep_env):
-    cfg = sweep_env/'tiny.yaml'; cfg.write_text(TINY)
-    d = sweep(str(cfg), '--dry-run')
-    assert d.returncode == 0, d.stderr
-    assert 'topical_chat__analyze_rate__SmolLM2-135M-Instruct' in d.stdout and 'qags__geval__SmolLM2-135M-Instruct' in d.stdout
-    assert 'new 8' in d.stdout and not (sweep_env/'runs').exists()
-    r = sweep(str(cfg), '-j', '2', '--no-progress')
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert '8 runs: 8 ran, 0 already done' in r.stdout
-    runs = sweep_env/'runs'
-    nbs = {p.relative_to(runs).with_suffix('').as_posix(): meta(p) for p in runs.glob('*/*.ipynb')}
-    assert len(nbs) == 8 and all(m['status'] == 'ok' for m in nbs.values())
-    # runs on the one in-process model never overlapped; the audit (no model) ran beside them
-    gen = sorted((m['started'], m['finished']) for k, m in nbs.items() if m['resource'] == 'llamacpp:embedded')
-    assert len(gen) == 4 and all(a[1] <= b[0] for a, b in zip(gen, gen[1:]))
-    audit = nbs['audit/topical_chat']
-    assert any(s < audit['finished'] and audit['started'] < f for s, f in gen), 'the audit should run beside a judge run with -j 2'
-    # the paper notebooks ran after the judges, on their judgments
-    assert min(m['started'] for k, m in nbs.items() if k.startswith('paper')) >= max(f for _, f in gen)
-    out = sweep_env/'outputs'
-    t = pd.read_csv(out/'tables'/'paper_corrgap.csv')
-    assert set(t.judge) == {'analyze_rate', 'geval'} and set(t.dataset) == {'topical_chat'}
-    assert set(pd.read_csv(out/'tables'/'paper_checkeval_main.csv').dataset) == {'topical_chat', 'qags'}
-    assert (out/'tables'/'paper_decomposition_table1.csv').exists()
-    idx = (out/'README.md').read_text()
-    assert 'paper_corrgap_pairs' in idx and 'runs/paper_corrgap/all.ipynb' in idx
-    rows = [json.loads(l) for l in (out/'manifest.jsonl').read_text().splitlines()]
-    assert all(r.get('run') for r in rows) and any(r['run'].endswith('paper_corrgap/all.ipynb') for r in rows)
-    # a second sweep skips everything, and generates nothing
-    n = cache_rows(sweep_env)
-    r2 = sweep(str(cfg), '-j', '2', '--no-progress')
-    assert r2.returncode == 0 and '8 runs: 0 ran, 8 already done (skipped), 0 failed; 0 new generations cached' in r2.stdout, r2.stdout
-    assert cache_rows(sweep_env) == n
-
-KILL = """name: kill
-experiments:
-  judge:
-    template: nbs/experiments/judge.ipynb
-    parameters: {dataset: topical_chat, method: analyze_rate, n_items: 3, dims: [coherence, engagingness, naturalness],
-                 method_options: {max_tokens: 48}, n_boot: 10, n_perm: 9}
-"""
-
-def test_killed_run_resumes_from_the_cache(sweep_env):
-    cfg = sweep_env/'kill.yaml'; cfg.write_text(KILL)
-    p = subprocess.Popen([str(BIN/'judgelab'), 'sweep', str(cfg), '--no-progress'], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         start_new_session=True)
+def test_killed_run_resumes_from_the_cache(repo):
+    template(repo/'nbs'/'experiments'/'t_kill.ipynb', *KILL)
+    cfg = repo/'k.yaml'; cfg.write_text("name: k\nexperiments:\n  judge:\n    template: nbs/experiments/t_kill.ipynb\n")
+    p = subprocess.Popen([str(BIN/'judgelab'), 'sweep', str(cfg), '--no-progress'], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         start_new_session=True, env={**os.environ, 'PYTHONPATH': str(repo)})
     deadline = time.time() + 600
-    while cache_rows(sweep_env) < 2:
+    while cache_rows(repo) < 2:
         assert p.poll() is None and time.time() < deadline, 'the run ended before it could be killed midway'
         time.sleep(0.2)
-    procs = [psutil.Process(p.pid)] + psutil.Process(p.pid).children(recursive=True)   # sweep, papermill, kernel
+    procs = [psutil.Process(p.pid)] + psutil.Process(p.pid).children(recursive=True)   # judgelab, snakemake, papermill, kernel
     for q in procs:
         try: q.send_signal(signal.SIGKILL)
         except psutil.NoSuchProcess: pass
     psutil.wait_procs(procs, timeout=30)
-    done_before = cache_rows(sweep_env)
+    done_before = cache_rows(repo)
     assert 2 <= done_before < 9, done_before
-    d = sweep(str(cfg), '--dry-run')
-    assert 'incomplete' in d.stdout or 'failed' in d.stdout, d.stdout
-    r = sweep(str(cfg), '--no-progress')
+    r = sweep(repo, cfg, '--no-progress')                         # a killed Snakemake leaves its lock: a clear error
+    assert r.returncode == 2 and 'judgelab sweep' in r.stderr and '--unlock' in r.stderr, r.stdout + r.stderr
+    assert sweep(repo, cfg, '--unlock').returncode == 0
+    st = states(repo, cfg)
+    assert st['k/judge'][0] == 'incomplete', st
+    r = sweep(repo, cfg, '--no-progress')
     assert r.returncode == 0, r.stdout + r.stderr
-    assert cache_rows(sweep_env) == 9
-    # counted from the cache: the rerun found the finished requests and generated only the rest
-    rows = [json.loads(l) for l in (sweep_env/'outputs'/'manifest.jsonl').read_text().splitlines()]
-    cost = next(r for r in rows if any(a.endswith('_cost.csv') for a in r['artifacts']))
-    assert cost['cache']['hits'] == done_before and cost['cache']['generated'] == 9 - done_before, cost['cache']
-    assert f'{9 - done_before} new generations cached' in r.stdout
+    assert cache_rows(repo) == 9
+    # counted by the backend in the rerun: it found the finished requests and generated only the rest
+    c = pd.read_csv(repo/'outputs'/'k'/'judge'/'tables'/'cache.csv').iloc[0]
+    assert (c.hits, c.generated) == (done_before, 9 - done_before), c.to_dict()
 
-FAIL = """name: fail
-experiments:
-  judge:
-    template: nbs/experiments/judge.ipynb
-    # nothing listens on port 9: the request fails inside the run (no retries), after validation passed
-    parameters: {dataset: topical_chat, n_items: 1, dims: [coherence], method: analyze_rate, backend: openai,
-                 base_url: 'http://127.0.0.1:9/v1', model: none, backend_options: {max_retries: 0, timeout: 5}}
-  synth:
-    template: nbs/experiments/corrgap_synthetic.ipynb
-    parameters: {datasets: [simulated], seeds: 1, w_grid: [0.0], n_perm: 9, controls: [round]}
-  paper:
-    template: nbs/experiments/paper_decomposition.ipynb
-    parameters: {datasets: [topical_chat]}
-    needs: [judge]
+SUBMIT = """#!/bin/bash
+# a loopback "cluster": run the job script in the background on this machine and print a job id
+jobscript="${@: -1}"
+nohup bash "$jobscript" > "$jobscript.out" 2>&1 &
+echo "$!"
 """
 
-def test_failed_run_does_not_stop_the_others(sweep_env):
-    cfg = sweep_env/'fail.yaml'; cfg.write_text(FAIL)
-    r = sweep(str(cfg), '--no-progress')
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert '3 runs: 1 ran, 0 already done (skipped), 1 failed, 1 not run (a needed experiment failed)' in r.stdout, r.stdout
-    nb = sweep_env/'runs'/'judge'/'topical_chat__analyze_rate__none.ipynb'
-    assert f'FAILED judge/{nb.stem}' in r.stdout and f'notebook: {nb}' in r.stdout and 'BackendError' in r.stdout, r.stdout
-    assert 'Traceback' in nb.read_text() or 'Error' in nb.read_text()
-    assert meta(sweep_env/'runs'/'synth'/'all.ipynb')['status'] == 'ok'
-    s = json.loads((sweep_env/'runs'/'sweeps'/'fail.json').read_text())
-    assert s['counts'] == {'ok': 1, 'failed': 1, 'blocked': 1}
+def test_cluster_generic_executor(repo, tmp_path):
+    "The same sweep through Snakemake's cluster-generic executor: each run is a submitted job (here a local background process)."
+    sub = tmp_path/'submit.sh'; sub.write_text(SUBMIT); sub.chmod(0o755)
+    prof = tmp_path/'profile'; prof.mkdir()
+    (prof/'config.yaml').write_text(f"cluster-generic-submit-cmd: {sub}\njobs: 2\nlatency-wait: 5\n")
+    cfg = repo/'s.yaml'; cfg.write_text(SWEEP)
+    r = sweep(repo, cfg, '--executor', 'cluster-generic', '--profile', prof, '-j', '2', '--no-progress')
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert '4 runs: 4 ran' in r.stdout, r.stdout
+    assert pd.read_csv(repo/'outputs'/'s'/'paper'/'tables'/'total.csv').total.tolist() == [3]
+    assert {v[0] for v in states(repo, cfg).values()} == {'done'}
+
+BAD = """name: bad
+defaults: {backend: llamacpp}
+experiments:
+  judge:
+    template: nbs/experiments/t_judge.ipynb
+    parameters: {n_items: 2}
+    grid:
+      dataset: [topical_chat, qags]
+  audit:
+    template: nbs/experiments/corrgap_audit.ipynb
+    grid: {dataset: [topical_chat]}
+"""
 
 @pytest.mark.parametrize('edit, message', [
-    (lambda t: t.replace('qags, dims', 'qgas, dims'), "tiny.yaml:10: unknown dataset 'qgas'"),
-    (lambda t: t.replace('[analyze_rate, geval]', '[analyze_rate, g_eval]'), "tiny.yaml:11: unknown method 'g_eval'"),
-    (lambda t: t.replace('{n_items: 2,', '{n_item: 2,'), "tiny.yaml:6: unknown parameter 'n_item' for template nbs/experiments/judge.ipynb"),
-    (lambda t: t.replace('backend: llamacpp', 'backend: vlm'), "tiny.yaml:2: unknown backend 'vlm'"),
-    (lambda t: t.replace('nbs/experiments/corrgap_audit.ipynb', 'nbs/experiments/audit.ipynb'), "tiny.yaml:14: template 'nbs/experiments/audit.ipynb' not found"),
+    (lambda t: t.replace('qags]', 'qgas]'), "bad.yaml:8: unknown dataset 'qgas'"),
+    (lambda t: t.replace('{n_items: 2}', '{n_item: 2}'), "bad.yaml:6: unknown parameter 'n_item' for template nbs/experiments/t_judge.ipynb"),
+    (lambda t: t.replace('backend: llamacpp', 'backend: vlm'), "bad.yaml:2: unknown backend 'vlm'"),
+    (lambda t: t.replace('nbs/experiments/corrgap_audit.ipynb', 'nbs/experiments/audit.ipynb'), "bad.yaml:10: template 'nbs/experiments/audit.ipynb' not found"),
+    (lambda t: t.replace('[topical_chat, qags]', '[]'), "bad.yaml:8: grid values of 'dataset' must be a non-empty list"),
+    (lambda t: t.replace('name: bad', 'name: ../bad'), "bad.yaml:1: sweep name '../bad'"),
 ])
-def test_bad_config_is_rejected_with_its_line(sweep_env, edit, message):
-    cfg = sweep_env/'tiny.yaml'; cfg.write_text(edit(TINY))
-    r = sweep(str(cfg))
+def test_bad_config_is_rejected_with_its_line(repo, edit, message):
+    cfg = repo/'bad.yaml'; cfg.write_text(edit(BAD))
+    r = sweep(repo, cfg)
     assert r.returncode == 2 and message in r.stderr, r.stderr
-    assert not (sweep_env/'runs').exists()
+    assert not (repo/'papermill_runs').exists() and not (repo/'.snakemake').exists()
 
-def test_shipped_configs_validate():
-    from judgelab.sweep import load_sweep
-    emb = load_sweep(ROOT/'configs'/'embedded.yaml')
-    from judgelab.methods import METHODS
-    methods = {(r.parameters['dataset'], r.parameters['method']) for r in emb.runs if r.experiment == 'judge'}
-    datasets = ['summeval', 'topical_chat', 'hanna', 'opinsummeval', 'qags']
-    assert methods == {(d, m) for d in datasets for m in METHODS}, 'every method on every dataset'
-    paper = load_sweep(ROOT/'configs'/'paper.yaml')
-    assert {r.parameters.get('backend') for r in paper.runs if r.experiment.startswith('judge')} <= {'vllm', 'openai'}
-
-def test_runs_under_the_sweep_get_a_thread_budget(sweep_env, monkeypatch):
+def test_runs_under_the_sweep_get_a_thread_budget(repo, monkeypatch):
     "With -j 2 every run's kernel sees max(1, cores // 2) threads for llama.cpp, OpenMP and BLAS (a user's own limit is kept)."
     from judgelab.sweep import THREAD_VARS, thread_budget
     for v in THREAD_VARS: monkeypatch.delenv(v, raising=False)
     monkeypatch.setenv('NUMEXPR_NUM_THREADS', '7')                       # set by the user: kept
-    tpl = sweep_env/'threads.ipynb'
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell('x: int = 0  # unused', metadata=dict(tags=['parameters'])),
-                nbformat.v4.new_code_cell("import os, json, numpy, threadpoolctl\n"
-                                          "print(json.dumps(dict(env={v: os.environ.get(v) for v in " + repr(THREAD_VARS) + "},\n"
-                                          "      pools=sorted({p['num_threads'] for p in threadpoolctl.threadpool_info()}))))")]
-    nb.metadata['kernelspec'] = dict(name='python3', display_name='Python 3', language='python')
-    nbformat.write(nb, tpl)
-    cfg = sweep_env/'threads.yaml'
-    cfg.write_text(f"name: threads\nexperiments:\n  a:\n    template: {tpl}\n    grid: {{x: [1, 2]}}\n")
-    r = sweep(str(cfg), '-j', '2', '--no-progress')
+    template(repo/'nbs'/'experiments'/'threads.ipynb', 'x: int = 0  # unused',
+             "import os, json, numpy, threadpoolctl\n"
+             "print(json.dumps(dict(env={v: os.environ.get(v) for v in " + repr(THREAD_VARS) + "},\n"
+             "      pools=sorted({p['num_threads'] for p in threadpoolctl.threadpool_info()}))))")
+    cfg = repo/'threads.yaml'
+    cfg.write_text("name: threads\nexperiments:\n  a:\n    template: nbs/experiments/threads.ipynb\n    grid: {x: [1, 2]}\n")
+    r = sweep(repo, cfg, '-j', '2', '--no-progress')
     assert r.returncode == 0, r.stdout + r.stderr
     want = str(thread_budget(2))
-    outs = sorted((sweep_env/'runs'/'a').glob('*.ipynb')); assert len(outs) == 2, outs
+    outs = sorted((repo/'papermill_runs'/'threads'/'a').glob('*.ipynb')); assert len(outs) == 2, outs
     for out in outs:
         seen = json.loads(nbformat.read(out, as_version=4).cells[-1].outputs[0]['text'])
         assert seen['env'] == {**{v: want for v in THREAD_VARS}, 'NUMEXPR_NUM_THREADS': '7'}, seen
