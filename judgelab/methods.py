@@ -5,7 +5,8 @@
 # %% ../nbs/10a_methods.ipynb #463c1e2b
 from __future__ import annotations
 import pandas as pd
-from .judges import resolve, select_items, judgments_path, analyze_rate, geval, direct
+from .judgments import judgments_path
+from .judges import resolve, select_items, analyze_rate, geval, direct
 from .checklist import checkeval, reference
 from .decompose import decomposition
 from .dimcheck import dimcheck
