@@ -8,7 +8,8 @@ Prints ratios measured side by side in one process on the same inputs; no absolu
 import argparse, time, math
 import numpy as np, pandas as pd
 from scipy.stats import spearmanr
-from judgelab.data import load, load_judgments, judgment_scores
+from judgelab.data import load
+from judgelab.judgments import load_judgments, judgment_scores
 from judgelab.corrgap import (corrgap, corrgap_audit, split_groups, _strata_masks, _GapEngine, rater_slots, bootstrap_weights,
                               human_baseline)
 from judgelab.stats import bootstrap_ci, corr, _boot_vals, _tidy_means

@@ -8,6 +8,7 @@ import sys, argparse, re, textwrap
 from pathlib import Path
 import pandas as pd
 from . import data as D
+from . import judgments as JM
 from .core import paths
 from . import sweep as S
 
@@ -21,7 +22,7 @@ def _data_list(a):
         present = all((D.raw_dir(name)/f.path).exists() for f in spec.files)
         rows.append(dict(dataset=name, dimensions=', '.join(spec.dim_names), annotators=spec.annotators,
                          raw='present' if present else ('mirror' if D.available(name) else 'missing'),
-                         published=', '.join(D.list_judgments(name).index) or '-'))
+                         published=', '.join(JM.list_judgments(name).index) or '-'))
     df = pd.DataFrame(rows)
     if a.verbose: print(df.to_string(index=False))
     else: print(df[['dataset', 'raw', 'published', 'dimensions']].to_string(index=False))
@@ -70,7 +71,7 @@ def _data_info(a):
 
 def _judgments_list(a):
     for n in (_names(a)):
-        lj = D.list_judgments(n)
+        lj = JM.list_judgments(n)
         if lj.empty: print(f"{n}: no published judgments"); continue
         for src, r in lj.iterrows():
             print(f"{n}/{src}{'  (rationales)' if r.rationales else ''}")
@@ -78,8 +79,8 @@ def _judgments_list(a):
     return 0
 
 def _judgments_import(a):
-    j = D.import_judgments(a.path, a.dataset, a.judge, a.model)
-    out = Path(a.out) if a.out else paths.judgments/D.get_spec(a.dataset).name/f"{a.judge}__{a.model}.parquet"
+    j = JM.import_judgments(a.path, a.dataset, a.judge, a.model)
+    out = Path(a.out) if a.out else JM.judgments_path(D.get_spec(a.dataset).name, a.judge, a.model)
     out.parent.mkdir(parents=True, exist_ok=True); j.to_parquet(out, index=False)
     print(f"{len(j)} judgments ({int((~j.parse_ok).sum())} failures) -> {out}")
     return 0
@@ -183,6 +184,6 @@ def main(argv=None)->int:
     try: return a.fn(a)
     except (S.ConfigError, S.SweepLocked) as e:
         print(f"error: {e}", file=sys.stderr); return 2
-    except (D.UnknownDatasetError, D.ChecksumError, D.MissingDataError, D.DataError, D.JudgmentImportError, KeyError, FileNotFoundError) as e:
+    except (D.UnknownDatasetError, D.ChecksumError, D.MissingDataError, D.DataError, JM.JudgmentImportError, KeyError, FileNotFoundError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         print(f"error: {msg}", file=sys.stderr); return 2

@@ -10,7 +10,8 @@ import numpy as np, pandas as pd
 from scipy import stats as ss
 from tqdm import tqdm
 from .stats import corr, fdr_adjust, krippendorff_alpha, cluster_counts, _wranks, METHODS
-from .data import as_dataset, judgment_scores
+from .data import as_dataset
+from .judgments import judgment_scores
 
 # %% auto #0
 __all__ = ['SUMMARY_COLUMNS', 'divergence', 'split_groups', 'CorrGapResult', 'fisher_z_test', 'corrgap', 'rater_slots',

@@ -17,7 +17,8 @@ from .core import paths, _rel
 from .prompts import load_prompt, item_variables, scale_text
 from .parse import parse_score
 from .stats import round_to_scale, corr, alt_test, split_indices
-from .judges import judgment_row, icl_examples, _slug, typed_judgments
+from .judgments import slug
+from .judges import judgment_row, icl_examples, typed_judgments
 
 # %% auto #0
 __all__ = ['REGRESSOR_ORDER', 'make_regressor', 'feature_columns', 'evaluate_regressor', 'best_regressor', 'parse_criteria',
@@ -120,7 +121,7 @@ def decomposition(ds, its, dims, backend, variant:str='hd_eval', k:int=4, k3:int
     tree = decompose_criteria(ds, dims, backend, variant, k, k3, icl, seed, progress)
     failed = [d for d in dims if not tree[d]]      # no parseable sub-criterion: the L1 itself is used, and this is recorded
     for d in failed: tree[d] = [f'{ds.dim(d).label}: {ds.dim(d).definition}']
-    out = paths.decompositions/ds.name/f'{variant}__{_slug(backend.identity())}.yaml'; out.parent.mkdir(parents=True, exist_ok=True)
+    out = paths.decompositions/ds.name/f'{variant}__{slug(backend.identity())}.yaml'; out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(yaml.safe_dump(dict(dataset=ds.name, variant=variant, model=backend.identity(), k=k, k3=k3, seed=seed, criteria=tree,
                                        failed_decompositions=failed), sort_keys=False, allow_unicode=True))
     if failed: warnings.warn(f"decomposition ({variant}) gave no parseable sub-criterion for {failed}: the L1 criterion is its only feature (recorded in {_rel(out, paths.root)})")

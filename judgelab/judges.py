@@ -7,17 +7,17 @@ from __future__ import annotations
 import re, json, math
 import numpy as np, pandas as pd
 from . import data as D
-from .core import paths
 from .llm import Backend, Request
 from .models import get_backend
 from .prompts import load_prompt, item_variables
 from .parse import Parsed, NO_SCORE, parse_score, geval_score, geval_from_samples, score_position
+from .judgments import JUDGMENT_COLUMNS, judgment_scores
 from .stats import round_to_scale, split_indices
 
 # %% auto #0
-__all__ = ['EXTRA_COLUMNS', 'select_items', 'resolve', 'judgment_row', 'typed_judgments', 'to_table', 'judgments_path',
-           'summarize', 'analysis_text', 'analyze_rate_requests', 'analyze_rate', 'geval_position', 'geval_steps',
-           'geval', 'icl_examples', 'direct', 'direct_regressor']
+__all__ = ['EXTRA_COLUMNS', 'select_items', 'resolve', 'judgment_row', 'typed_judgments', 'to_table', 'summarize',
+           'analysis_text', 'analyze_rate_requests', 'analyze_rate', 'geval_position', 'geval_steps', 'geval',
+           'icl_examples', 'direct', 'direct_regressor']
 
 # %% ../nbs/07_judges.ipynb #eef54c05
 EXTRA_COLUMNS = ['prompt', 'backend', 'prompt_tokens', 'completion_tokens', 'seconds', 'cached', 'key', 'scoring', 'finish_reason']
@@ -57,13 +57,7 @@ def typed_judgments(rows, columns=None)->pd.DataFrame:
     if 'sample' in j: j['sample'] = j['sample'].astype(int)
     return j
 
-def to_table(rows)->pd.DataFrame: return typed_judgments(rows, D.JUDGMENT_COLUMNS + EXTRA_COLUMNS)
-
-def _slug(s): return re.sub(r'[^A-Za-z0-9._-]+', '_', str(s)).strip('_')
-
-def judgments_path(dataset:str, method:str, model:str)->'Path':
-    "outputs/judgments/<dataset>/<method>__<model>.parquet"
-    return paths.judgments/dataset/f'{method}__{_slug(model)}.parquet'
+def to_table(rows)->pd.DataFrame: return typed_judgments(rows, JUDGMENT_COLUMNS + EXTRA_COLUMNS)
 
 def summarize(j:pd.DataFrame)->pd.DataFrame:
     "Cost and failure table per judge x dimension: rows, parse failures, tokens and seconds in total and per item."
@@ -182,7 +176,7 @@ def direct(ds, its, dims, backend, template:str='direct', icl:int=0, temperature
 def direct_regressor(j:pd.DataFrame, dataset, seed:int=0)->pd.DataFrame:
     "Judgments of the test half from a LinearRegression (judge score -> human mean) fitted on the training half."
     from sklearn.linear_model import LinearRegression
-    sc = D.judgment_scores(j); hm = dataset.human_mean(); rows = []
+    sc = judgment_scores(j); hm = dataset.human_mean(); rows = []
     for (judge, model, dim), g in sc.groupby(['judge', 'model', 'dimension'], sort=False):
         g = g.set_index('item_id').reindex([i for i in dataset.items.item_id if i in set(g.item_id)])
         tr, te = split_indices(len(g), seed); ok = g.score.notna().values

@@ -7,7 +7,8 @@ from __future__ import annotations
 import inspect
 import pandas as pd
 from .core import record_manifest
-from .judges import resolve, select_items, judgments_path, analyze_rate, geval, direct
+from .judgments import judgments_path
+from .judges import resolve, select_items, analyze_rate, geval, direct
 from .checklist import checkeval, reference
 from .decompose import decomposition
 from .dimcheck import dimcheck

@@ -9,8 +9,22 @@ from typing import NamedTuple
 import numpy as np
 
 # %% auto #0
-__all__ = ['NO_SCORE', 'OUT_OF_RANGE', 'CONFLICT', 'TRUNCATED', 'EMPTY', 'Parsed', 'parse_score', 'score_position', 'geval_score',
-           'geval_from_samples', 'parse_checklist', 'checklist_score']
+__all__ = ['NO_SCORE', 'OUT_OF_RANGE', 'CONFLICT', 'TRUNCATED', 'EMPTY', 'in_range', 'range_failure', 'Parsed', 'parse_score',
+           'score_position', 'geval_score', 'geval_from_samples', 'parse_checklist', 'checklist_score', 'parse_rating',
+           'parse_labelled']
+
+# %% ../nbs/04_parse.ipynb #2c85afe4
+NO_SCORE, OUT_OF_RANGE, CONFLICT, TRUNCATED, EMPTY = 'no score found', 'out of range', 'conflicting scores', 'truncated at the token cap', 'empty output'
+
+def in_range(x, # a score, or an array / Series of scores
+             lo:float, hi:float, # the scale (numbers, or arrays aligned with `x`)
+            ): # bool, or a bool array / Series like `x`
+    "Whether `x` lies on the scale `lo..hi` (within 1e-9); NaN never does."
+    return (x >= lo - 1e-9) & (x <= hi + 1e-9)
+
+def range_failure(x:float, lo:float, hi:float)->str|None:
+    "None when the score `x` is on the scale `lo..hi`, else the failure to record: 'out of range: 7 not in [1, 5]'."
+    return None if in_range(x, lo, hi) else f'{OUT_OF_RANGE}: {x:g} not in [{lo:g}, {hi:g}]'
 
 # %% ../nbs/04_parse.ipynb #48ae21fb
 class Parsed(NamedTuple):
@@ -21,7 +35,6 @@ class Parsed(NamedTuple):
     @property
     def ok(self): return self.failure is None
 
-NO_SCORE, OUT_OF_RANGE, CONFLICT, TRUNCATED, EMPTY = 'no score found', 'out of range', 'conflicting scores', 'truncated at the token cap', 'empty output'
 _NUM = r'[-+]?+\d++(?:\.\d++)?+'
 _FIELD = r'(?P<label>final\s++(?:score|rating)|overall\s++(?:score|rating)|score|rating)'
 _LABEL = re.compile(_FIELD + r'\s*+(?:\(\s*+\d++\s*+-\s*+\d++\s*+\))?+\s*+[:=]\s*+\**+\s*+', re.I)   # a label, its "(1-5)", ":" and "**"
@@ -73,7 +86,7 @@ def _denominator_failure(fractions, lo, hi):
 
 def _check(x, lo, hi, integer):
     if integer and x != int(x): return Parsed(None, f'{OUT_OF_RANGE}: {x:g} is not an integer')
-    if not (lo - 1e-9 <= x <= hi + 1e-9): return Parsed(None, f'{OUT_OF_RANGE}: {x:g} not in [{lo:g}, {hi:g}]')
+    if why := range_failure(x, lo, hi): return Parsed(None, why)
     return Parsed(float(x))
 
 # %% ../nbs/04_parse.ipynb #e140b1c9
@@ -139,3 +152,31 @@ def checklist_score(parsed:dict)->float:
     "Proportion of yes among answered questions; NaN if none answered."
     a = parsed['answers']
     return float(np.mean(list(a.values()))) if a else float('nan')
+
+# %% ../nbs/04_parse.ipynb #65aa5e7b
+_RATING_NUM = r'([0-9]+(?:\.[0-9]+)?)'
+
+def parse_rating(text:str, # a judge reply
+                 field:str='rating', # the field whose value is the score
+                )->tuple: # (score or None, failure reason or None)
+    "The number right after the last `Rating:` field of a reply, or (None, reason)."
+    if not isinstance(text, str) or not text.strip(): return None, 'empty reply'
+    hits = list(re.finditer(rf'{field}\s*[:：]', text, flags=re.I))
+    if not hits: return None, f'no {field.capitalize()}: field'
+    m = re.match(r'[\s*_"\'`]*' + _RATING_NUM, text[hits[-1].end():])
+    if not m: return None, f'no number after the last {field.capitalize()}:'
+    return float(m.group(1)), None
+
+def parse_labelled(text:str, # a judge reply
+                   labels, # label or labels naming the dimension, e.g. ['Aspect Relevance']
+                   fallback:str|None='rating', # field to read when no label is found
+                  )->tuple: # (score or None, failure reason or None)
+    "The number that follows a dimension label (`Relevance: 4`), or (None, reason); conflicting numbers fail."
+    if not isinstance(text, str) or not text.strip(): return None, 'empty reply'
+    labels = [labels] if isinstance(labels, str) else list(labels)
+    pat = '|'.join(re.escape(l) for l in labels)
+    vals = [float(m.group(1)) for m in re.finditer(rf'(?:^|\n|\d\.\s)\s*\**(?:{pat})\**\s*(?:score|rating)?\s*[:\-–]\s*\**\s*{_RATING_NUM}', text, flags=re.I)]
+    if len(set(vals)) > 1: return None, f'conflicting scores {sorted(set(vals))}'
+    if vals: return vals[0], None
+    if fallback: return parse_rating(text, fallback)
+    return None, 'no labelled score'

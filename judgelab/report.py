@@ -11,6 +11,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 import seaborn as sns
 from . import data as D
+from . import judgments as JM
 from .core import paths, record_manifest, sha256_file, _rel
 
 # %% auto #0
@@ -89,8 +90,8 @@ def collect_judgments(dataset, # a dataset name or `judgelab.data.Dataset`
     ds = D.as_dataset(dataset)
     parts, inputs = [], {f'{ds.name}/{f}': h for f, h in ds.hashes.items()}
     if published:
-        for src in D.list_judgments(ds.name).index:
-            parts.append(D.load_judgments(ds.name, src).assign(source='published'))
+        for src in JM.list_judgments(ds.name).index:
+            parts.append(JM.load_judgments(ds.name, src).assign(source='published'))
     if runs:
         for f in run_judgment_files(ds.name):
             method = f.stem.split('__')[0]
@@ -98,7 +99,7 @@ def collect_judgments(dataset, # a dataset name or `judgelab.data.Dataset`
             if methods is None and method.startswith('decomposition'): continue  # sub-criterion scores: the decomposition notebook reads them
             j = pd.read_parquet(f)
             parts.append(j.assign(judge=method, source='run')); inputs[_rel(f, paths.root)] = sha256_file(f)
-    J = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=D.JUDGMENT_COLUMNS + ['source'])
+    J = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=JM.JUDGMENT_COLUMNS + ['source'])
     return J, inputs
 
 # %% ../nbs/11_report.ipynb #94bad40f

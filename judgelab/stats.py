@@ -10,7 +10,7 @@ import numpy as np, pandas as pd
 from scipy import stats as ss
 import krippendorff as _kd
 from sklearn.model_selection import train_test_split, GroupShuffleSplit
-from .data import judgment_scores
+from .judgments import judgment_scores
 
 # %% auto #0
 __all__ = ['METHODS', 'LEVELS', 'round_to_scale', 'split_indices', 'corr', 'Corr', 'correlation', 'cluster_counts',

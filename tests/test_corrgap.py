@@ -80,7 +80,8 @@ def test_degenerate_inputs_give_nan_never_raise(method):
     assert np.isnan(r.gap)
 
 def test_matrix_on_published_judge_has_bh_pvalues():
-    from judgelab.data import load, load_judgments
+    from judgelab.data import load
+    from judgelab.judgments import load_judgments
     ds = load('opinsummeval')
     cm = corrgap_matrix(load_judgments('opinsummeval', 'chatgpt_cot'), ds, n_perm=199, n_boot=50)
     assert cm.G.shape == (4, 3 + 1) or cm.G.shape[0] == 4
@@ -91,7 +92,7 @@ def test_matrix_on_published_judge_has_bh_pvalues():
 
 
 def test_matrix_takes_a_dataset_name_and_reports_the_human_baseline():
-    from judgelab.data import load_judgments
+    from judgelab.judgments import load_judgments
     cm = corrgap_matrix(load_judgments('opinsummeval', 'chatgpt_cot'), 'opinsummeval', n_perm=99, n_boot=50)
     need = ['gap', 'r_low', 'r_high', 'n_low', 'p', 'p_bh', 'gap_human', 'gap_judge_loo', 'excess', 'excess_lo', 'excess_hi',
             'p_excess', 'p_excess_bh']
@@ -178,7 +179,7 @@ def test_h4_permutation_test_is_calibrated_on_real_human_means(name):
 
 def test_matrix_of_a_judge_whose_replies_all_failed_has_nan_rows():
     # found when the embedded model parsed 0 of 2 replies: corrgap_audit dropped the judge and corrgap_matrix raised StopIteration
-    from judgelab.data import load_judgments
+    from judgelab.judgments import load_judgments
     j = load_judgments('opinsummeval', 'chatgpt_cot')
     j = j[j.item_id.isin(j.item_id.unique()[:2])].assign(parse_ok=False, score=np.nan)
     cm = corrgap_matrix(j, 'opinsummeval', n_perm=9, n_boot=5)

@@ -3,6 +3,7 @@ import json, shutil
 from pathlib import Path
 import numpy as np, pandas as pd, pytest
 from judgelab import data as D
+from judgelab import judgments as JM
 from conftest import run_cli
 
 COUNTS = dict(summeval=(1600, 4, 3, 19200), topical_chat=(360, 6, 5, 6480), hanna=(1056, 6, 3, 19008),
@@ -16,6 +17,39 @@ def test_counts(name):
     assert not ds.human.score.isna().any()
     assert ds.human_mean().shape == (items, dims)
     for d in ds.dims: assert d.in_range(ds.human[ds.human.dimension == d.name].score).all()
+
+def test_registry_files_hold_the_dataset_specs():
+    # data/datasets/<name>.yaml, one per dataset, in the order of the files' `order` keys
+    assert list(D.DATASETS) == ['summeval', 'topical_chat', 'hanna', 'opinsummeval', 'qags', 'seahorse']
+    assert sorted(p.stem for p in (D.paths.data/'datasets').glob('*.yaml')) == sorted(D.DATASETS)
+    se = D.DATASETS['summeval']
+    assert [f.path for f in se.files] == ['alttest_summeval_human_annotations.json', 'ppairs_summeval.jsonl', 'judgments/alttest__llm_annotations.json']
+    assert se.files[1] == D.FileSpec('ppairs_summeval.jsonl', '7b152ee2f44aca4259e4bbde69900bd0aebc97550d95d54681430595f0fb94d3',
+        'https://raw.githubusercontent.com/maiush/PPairS/e6e002d8891e19238b7910ef81b998ab3af1a6a4/data/summeval.jsonl', 4169110)
+    assert se.dims[1].aliases == ('con', 'factual consistency') and se.dims[0].scale == (1, 5, 1)
+    assert se.licence.startswith('MIT (Yale-LILY/SummEval)') and se.quality_threshold == 'median' and se.quality_source == D.QUALITY_SOURCE
+    tc = D.DATASETS['topical_chat']
+    assert [d.scale for d in tc.dims] == [(0, 1, 1), (1, 3, 1), (1, 3, 1), (1, 3, 1), (0, 1, 1), (1, 5, 1)]
+    assert tc.dim('maintains context').label == 'Maintains Context' and len(tc.files) == 11
+    assert D.DATASETS['qags'].dims[0].step is None and D.DATASETS['hanna'].source_label == 'Story prompt'
+    sh = D.DATASETS['seahorse']
+    assert sh.optional and all(f.sha256 is None for f in sh.files) and D.DATASETS['summeval'].optional is False
+
+def test_a_registry_file_that_does_not_fit_names_the_file_and_the_key(tmp_path):
+    good = (D.paths.data/'datasets'/'hanna.yaml').read_text()
+    f = tmp_path/'hanna.yaml'
+    f.write_text(good); assert D.load_registry(tmp_path) == {'hanna': D.DATASETS['hanna']}
+    for broken, msg in [(good.replace('\ntitle:', '\ntitel:'), "hanna.yaml: unknown key(s) ['titel'] in the dataset"),
+                        (good.replace('  sha256:', '  sha:', 1), "hanna.yaml: unknown key(s) ['sha'] in files[1]"),
+                        (good.replace('  definition: How well the story matches its prompt.\n', ''), "hanna.yaml: dims[1] lacks the required key(s) ['definition']"),
+                        (good.replace('aliases: [re]', 'aliases: re'), "hanna.yaml: aliases in dims[1] must be a list of strings, not 're'"),
+                        (good.replace('name: hanna', 'name: hana'), "must be called hana.yaml"),
+                        (good + 'dims: []\n', "found the key 'dims' twice"),
+                        (good.replace('\ntitle:', '\n  title:'), 'hanna.yaml: not valid YAML'),
+                        ('- just a list\n', 'hanna.yaml: must hold one mapping')]:
+        f.write_text(broken)
+        with pytest.raises(D.RegistryError) as e: D.load_registry(tmp_path)
+        assert str(f) in str(e.value) and msg in str(e.value), (msg, str(e.value))
 
 def test_qags_summary_level_matches_unieval_file():
     ds = D.load('qags')
@@ -46,11 +80,11 @@ def test_hanna_and_opinsummeval_means_match_stored_means():
 @pytest.mark.parametrize('name', ['summeval', 'topical_chat', 'hanna', 'opinsummeval', 'qags'])
 def test_published_judgments_align(name):
     ds = D.load(name); ids = set(ds.items.item_id)
-    srcs = D.list_judgments(name)
+    srcs = JM.list_judgments(name)
     assert len(srcs) >= 1
     for src in srcs.index:
-        j = D.load_judgments(name, src)
-        assert list(j.columns) == D.JUDGMENT_COLUMNS
+        j = JM.load_judgments(name, src)
+        assert list(j.columns) == JM.JUDGMENT_COLUMNS
         assert set(j.item_id) <= ids and set(j.dimension) <= set(ds.spec.dim_names)
         assert j.loc[~j.parse_ok, 'score'].isna().all(), 'a failure must never carry a score'
         assert j.loc[~j.parse_ok, 'failure'].notna().all()
@@ -59,9 +93,9 @@ def test_published_judgments_align(name):
 def test_known_failure_counts_of_published_files():
     # SOURCE.md: HANNA's LLM columns hold 173+203+402+259+14 values outside 1-5;
     # OpinSummEval handcraft replies leave 204 dimension slots unnamed.
-    assert (~D.load_judgments('hanna', 'chhun2024').parse_ok).sum() == 1051
-    assert (~D.load_judgments('opinsummeval', 'chatgpt_handcraft').parse_ok).sum() == 204
-    alt = D.load_judgments('summeval', 'alttest')
+    assert (~JM.load_judgments('hanna', 'chhun2024').parse_ok).sum() == 1051
+    assert (~JM.load_judgments('opinsummeval', 'chatgpt_handcraft').parse_ok).sum() == 204
+    alt = JM.load_judgments('summeval', 'alttest')
     assert alt.groupby('model').size().to_dict() == {m: 6400 for m in alt.model.unique()} and alt.model.nunique() == 6
 
 def test_unknown_dataset_error():
@@ -121,7 +155,7 @@ def test_bad_import_lists_every_problem(tmp_path):
     f = tmp_path/'mine.csv'
     pd.DataFrame(dict(item_id=[a, a, 'ghost', b, b], dimension=['coherence', 'coherence', 'fluency', 'verbosity', 'relevance'],
                       score=[3, 3, 2, 4, 7])).to_csv(f, index=False)
-    with pytest.raises(D.JudgmentImportError) as e: D.import_judgments(f, 'summeval', 'mine', 'm')
+    with pytest.raises(JM.JudgmentImportError) as e: JM.import_judgments(f, 'summeval', 'mine', 'm')
     msg = str(e.value)
     for what in ['unknown item_id: 1 row', 'unknown dimension: 1 row', 'outside the dimension scale: 1 row',
                  'duplicate (item_id, dimension, sample): 2 row']:

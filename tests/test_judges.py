@@ -3,6 +3,7 @@ parsers on recorded real judge outputs, and the judgments feeding the statistics
 import json
 import numpy as np, pandas as pd, pytest
 from judgelab import data as D
+from judgelab import judgments as JM
 from judgelab.methods import run, METHODS
 from judgelab.parse import parse_score
 from judgelab.stats import correlation_table
@@ -52,7 +53,7 @@ def test_rerun_is_free(backend):
 
 def test_parser_on_recorded_real_outputs():
     # real ChatGPT replies (Closer-Look Analyze-Rate): our judge parser agrees with the data layer's strict parse
-    j = D.load_judgments('topical_chat', 'closerlook_analyze_rate')
+    j = JM.load_judgments('topical_chat', 'closerlook_analyze_rate')
     sample = j.sample(400, random_state=0)
     for r in sample.itertuples():
         d = D.DATASETS['topical_chat'].dim(r.dimension)
@@ -61,7 +62,7 @@ def test_parser_on_recorded_real_outputs():
     # real ChatGPT replies (OpinSummEval CoT) mostly label the score with the dimension name ("Readability: 4"),
     # which the generic parser does not read as a score field; where it does find a score ("Rating: 2/5"), it
     # must be the same number the data layer's label-aware parser found, never another one
-    cot = D.load_judgments('opinsummeval', 'chatgpt_cot')
+    cot = JM.load_judgments('opinsummeval', 'chatgpt_cot')
     got = [(parse_score(t, 1, 5), s) for t, s in zip(cot.rationale, cot.score)]
     found = [(p, s) for p, s in got if p.ok]
     assert len(found) >= 20 and all(p.value == s for p, s in found)

@@ -73,12 +73,13 @@ def test_corrgap_audit_small(tmp_path, tmp_outputs):
 def test_corrgap_audit_of_imported_judgments(tmp_path, tmp_outputs):
     import pandas as pd
     from judgelab import data as D
+    from judgelab import judgments as JM
     ds = D.load('opinsummeval'); hm = ds.human_mean()
     rng = __import__('numpy').random.default_rng(0)
     rows = [dict(item_id=i, dimension=d, score=float(min(5, max(1, round(hm.loc[i, d] + rng.normal(0, 1))))))
             for i in hm.index for d in ['aspect_relevance', 'readability']]
     f = tmp_path/'mine.csv'; pd.DataFrame(rows).to_csv(f, index=False)
-    j = D.import_judgments(f, 'opinsummeval', 'mine', 'noisy'); out = tmp_path/'mine__noisy.parquet'; j.to_parquet(out)
+    j = JM.import_judgments(f, 'opinsummeval', 'mine', 'noisy'); out = tmp_path/'mine__noisy.parquet'; j.to_parquet(out)
     _execute('corrgap_audit', tmp_path, dataset='opinsummeval', judgments_path=str(out), n_perm=49, n_boot_excess=20, n_perm_quality=9, n_boot=10)
     t = pd.read_csv(tmp_outputs/'tables'/'audit_opinsummeval_mine__noisy.csv')
     assert set(t.dimension) == {'aspect_relevance', 'readability'} and (t.k_raters == 2).all()
