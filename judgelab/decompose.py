@@ -13,7 +13,7 @@ from sklearn.neural_network import MLPRegressor
 import json, re, yaml
 from pathlib import Path
 from . import data as D
-from .core import paths, _rel
+from .core import paths, _rel, record_manifest
 from .prompts import load_prompt, item_variables, scale_text
 from .parse import parse_score
 from .stats import round_to_scale, corr, alt_test, split_indices
@@ -124,6 +124,8 @@ def decomposition(ds, its, dims, backend, variant:str='hd_eval', k:int=4, k3:int
     out = paths.decompositions/ds.name/f'{variant}__{slug(backend.identity())}.yaml'; out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(yaml.safe_dump(dict(dataset=ds.name, variant=variant, model=backend.identity(), k=k, k3=k3, seed=seed, criteria=tree,
                                        failed_decompositions=failed), sort_keys=False, allow_unicode=True))
+    record_manifest([out], parameters=dict(dataset=ds.name, variant=variant, model=backend.identity(), dims=list(dims), k=k, k3=k3, icl=icl, seed=seed),
+                    inputs={f'{ds.name}/{f}': h for f, h in ds.hashes.items()})
     if failed: warnings.warn(f"decomposition ({variant}) gave no parseable sub-criterion for {failed}: the L1 criterion is its only feature (recorded in {_rel(out, paths.root)})")
     t = load_prompt('subcriterion_score'); reqs = []
     for it in its.itertuples():
