@@ -84,7 +84,8 @@ def _scratch_outputs():
 
 def _probe(p, ds, seed):
     try:
-        with _scratch_outputs(): METHODS[p['method']](ds, select_items(ds, None, p['n_items'], seed), p['dims'], _Probe(), seed=seed, progress=False, **p['options'])
+        its = select_items(ds, None, min(p['n_items'] or 2, 2), seed)    # two items: the method's own checks do not depend on how many
+        with _scratch_outputs(): METHODS[p['method']](ds, its, p['dims'], _Probe(), seed=seed, progress=False, **p['options'])
     except _Stop: return None
     except Exception as e: return f'{type(e).__name__}: {e}'
 
