@@ -112,7 +112,7 @@ def question_agreement(tables:list)->float:
     a = pd.concat([answer_table(t) for t in tables])
     w = a.pivot_table(index=['item_id', 'question'], columns='model', values='answer', aggfunc='first').dropna()
     if w.shape[1] < 2 or len(w) == 0: return np.nan
-    yes = w.sum(1).values; counts = np.stack([w.shape[1] - yes, yes], 1)
+    yes = w.sum(axis=1).values; counts = np.stack([w.shape[1] - yes, yes], 1)
     return fleiss_kappa(counts)
 
 # %% ../nbs/08_checklist.ipynb #a274f4ef

@@ -8,13 +8,13 @@ import re, json
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np, pandas as pd
-from .core import paths
+from .core import paths, record_manifest
 from .parse import in_range, range_failure, parse_rating, parse_labelled
 from .data import get_spec, load, raw_dir, DataError, _item_slug, _hanna_table, _hanna_col, _HANNA_DIMS
 
 # %% auto #0
-__all__ = ['JUDGMENT_COLUMNS', 'JUDGMENT_SOURCES', 'slug', 'judgments_path', 'JudgmentSource', 'list_judgments', 'load_judgments',
-           'judgment_scores', 'JudgmentImportError', 'import_judgments']
+__all__ = ['JUDGMENT_COLUMNS', 'JUDGMENT_SOURCES', 'slug', 'judgments_path', 'save_judgments', 'JudgmentSource', 'list_judgments',
+           'load_judgments', 'judgment_scores', 'JudgmentImportError', 'import_judgments']
 
 # %% ../nbs/01a_judgments.ipynb #0a4e7b19
 JUDGMENT_COLUMNS = ['item_id', 'dimension', 'judge', 'model', 'score', 'rationale', 'sample', 'parse_ok', 'failure']
@@ -29,6 +29,18 @@ def judgments_path(dataset:str, # dataset name
                   )->Path:
     "outputs/judgments/<dataset>/<method>__<slug(model)>.parquet (under outputs/<run id>/ inside a sweep run)."
     return paths.judgments/dataset/f'{method}__{slug(model)}.parquet'
+
+def save_judgments(j:pd.DataFrame, # a judgments table
+                   dataset:str, method:str, model:str, # as for `judgments_path`
+                   parameters:dict|None=None, # what made it (method, options, items, seed, ...)
+                   inputs=None, # {name: sha256} of what it read (the dataset's files)
+                  )->Path:
+    "Write judgments to `judgments_path` (inside the run's folder) and record them in the manifest: judgments are outputs too."
+    p = judgments_path(dataset, method, model); p.parent.mkdir(parents=True, exist_ok=True)
+    j.to_parquet(p, index=False)
+    record_manifest([p], parameters=parameters, inputs=inputs)
+    return p
+
 
 # %% ../nbs/01a_judgments.ipynb #a1585b3f
 @dataclass

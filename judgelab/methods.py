@@ -4,17 +4,18 @@
 
 # %% ../nbs/10a_methods.ipynb #463c1e2b
 from __future__ import annotations
-import inspect
+import os, re, inspect, tempfile, contextlib
 import pandas as pd
-from .core import record_manifest
-from .judgments import judgments_path
+from . import data as D
+from .llm import Backend
+from .judgments import save_judgments
 from .judges import resolve, select_items, analyze_rate, geval, direct
-from .checklist import checkeval, reference
+from .checklist import checkeval, reference, load_checklist
 from .decompose import decomposition
 from .dimcheck import dimcheck
 
 # %% auto #0
-__all__ = ['METHODS', 'FIXED_ARGS', 'check_options', 'run']
+__all__ = ['METHODS', 'FIXED_ARGS', 'ENTRY_KEYS', 'check_options', 'run', 'file_method', 'method_plan']
 
 # %% ../nbs/10a_methods.ipynb #c123bd7e
 METHODS = dict(analyze_rate=analyze_rate, geval=geval, direct=direct,     # 07_judges
@@ -53,8 +54,96 @@ def run(method:str, # a name in `METHODS`
     j.attrs.update(method=method, dataset=ds.name, model=b.identity())
     if save:
         name = j.attrs.get('file_method', method)
-        p = judgments_path(ds.name, name, b.identity()); p.parent.mkdir(parents=True, exist_ok=True)
-        j.to_parquet(p, index=False); j.attrs['path'] = str(p)
-        record_manifest([p], parameters=dict(method=method, dataset=ds.name, model=b.identity(), dims=list(dims), n_items=n_items,
-                                             items=len(its), seed=seed, options=options), inputs={f'{ds.name}/{f}': h for f, h in ds.hashes.items()})
+        p = save_judgments(j, ds.name, name, b.identity(), dict(method=method, dataset=ds.name, model=b.identity(), dims=list(dims),
+                           n_items=n_items, items=len(its), seed=seed, options=options), {f'{ds.name}/{f}': h for f, h in ds.hashes.items()})
+        j.attrs['path'] = str(p)
     return j
+
+# %% ../nbs/10a_methods.ipynb #ce131be3
+def file_method(method:str, # a name in `METHODS`
+                options:dict|None=None, # the method's options
+               )->str: # the name its judgments are filed under
+    "The name of a method's judgments file: the method plus the variant its options select."
+    o = options or {}
+    if method == 'direct' and o.get('icl'): return f"direct_icl{o['icl']}"
+    if method == 'geval' and o.get('auto_steps'): return 'geval_auto'
+    if method == 'decomposition': return f"decomposition_{o.get('variant', 'hd_eval')}"
+    if method == 'dimcheck':
+        return ('dimcheck' + ('_random' if o.get('order') == 'random' else '') + ('_onestep' if o.get('one_step') else '')
+                + ('' if o.get('thinking', True) else '_nothink'))
+    return method
+
+# %% ../nbs/10a_methods.ipynb #1d3e759e
+ENTRY_KEYS = ('method', 'options', 'dims', 'n_items', 'label')
+
+class _Stop(Exception): "Raised by `_Probe` at the first request: the method accepted its arguments."
+
+class _Probe(Backend):
+    "A backend that validates the first batch of requests and stops there."
+    name = 'probe'
+    def identity(self): return 'probe'
+    def generate(self, requests, progress=True): self.jobs(list(requests)); raise _Stop()
+
+@contextlib.contextmanager
+def _scratch_outputs():
+    "outputs/ redirected to a temporary folder (a probed method may record files before its first request)."
+    old = os.environ.get('JUDGELAB_OUTPUTS')
+    with tempfile.TemporaryDirectory() as d:
+        os.environ['JUDGELAB_OUTPUTS'] = d
+        try: yield
+        finally:
+            if old is None: os.environ.pop('JUDGELAB_OUTPUTS', None)
+            else: os.environ['JUDGELAB_OUTPUTS'] = old
+
+def _probe(p, ds, seed):
+    try:
+        its = select_items(ds, None, min(p['n_items'] or 2, 2), seed)    # two items: the method's own checks do not depend on how many
+        with _scratch_outputs(): METHODS[p['method']](ds, its, p['dims'], _Probe(), seed=seed, progress=False, **p['options'])
+    except _Stop: return None
+    except Exception as e: return f'{type(e).__name__}: {e}'
+
+# %% ../nbs/10a_methods.ipynb #34f110ba
+def method_plan(entries:list, # [{method, options?, dims?, n_items?, label?}] or plain method names
+                dataset, # a dataset name or spec (names and options checked), or a loaded Dataset (also probed)
+                dims=None, # dimensions of the entries that name none (None or []: all)
+                n_items:int|None=None, # items of the entries that give none (None or 0: all)
+                seed:int=0, # item sampling seed (for the probe)
+               )->list: # per entry: dict(label, method, options, dims, n_items); n_items None means all
+    "Check a run's method entries before anything runs; every problem is reported in one ValueError."
+    spec = D.get_spec(dataset) if isinstance(dataset, str) else getattr(dataset, 'spec', dataset)
+    if not isinstance(entries, (list, tuple)) or not entries: raise ValueError(f"methods must be a non-empty list of entries {{{', '.join(ENTRY_KEYS)}}}, not {entries!r}")
+    errs, plan = [], []
+    def dims_of(names, where):
+        out = []
+        for d in ([names] if isinstance(names, str) else list(names or [])):
+            try: out.append(spec.dim(d).name)
+            except KeyError: errs.append(f"{where}: unknown dimension {d!r}; {spec.name} has {', '.join(spec.dim_names)}")
+        return out
+    default_dims = dims_of(dims, 'dims') or spec.dim_names
+    for i, e in enumerate(entries):
+        e = {'method': e} if isinstance(e, str) else e
+        if not isinstance(e, dict) or 'method' not in e: errs.append(f"methods[{i}]: an entry is a mapping with a 'method' key, not {e!r}"); continue
+        m, where = e['method'], f"methods[{i}] ({e['method']})"
+        if bad := [k for k in e if k not in ENTRY_KEYS]: errs.append(f"{where}: unknown key(s) {bad}; keys: {', '.join(ENTRY_KEYS)}")
+        if m not in METHODS: errs.append(f"{where}: unknown method {m!r}; methods: {', '.join(METHODS)}"); continue
+        opts = e.get('options') or {}
+        if not isinstance(opts, dict): errs.append(f"{where}: options must be a mapping, not {opts!r}"); opts = {}
+        try: check_options(m, opts)
+        except TypeError as x: errs.append(f"{where}: {str(x).replace('Unknown', 'unknown', 1)}")
+        ds_ = dims_of(e['dims'], f'{where} dims') if e.get('dims') else default_dims
+        if opts.get('others'): dims_of(opts['others'], f'{where} options.others')
+        if m in ('checkeval', 'reference'):
+            for d in ds_:
+                try: load_checklist(spec.name, d, opts.get('stage', 'seed'))
+                except (ValueError, KeyError) as x: errs.append(f'{where}: {x}')
+        n = e.get('n_items', n_items)
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0): errs.append(f"{where}: n_items must be an int >= 0 (0: all), not {n!r}")
+        label = str(e.get('label') or file_method(m, opts))
+        if not re.fullmatch(r'[A-Za-z0-9._-]+', label): errs.append(f"{where}: label {label!r} must be letters, digits, '.', '_' or '-' (it names a file)")
+        plan.append(dict(label=label, method=m, options=opts, dims=ds_, n_items=n or None, _at=where))
+    for label, ps in pd.Series([p['_at'] for p in plan]).groupby([p['label'] for p in plan], sort=False):
+        if len(ps) > 1: errs.append(f"{' and '.join(ps)} would both write judgments {label!r}: give all but one a 'label'")
+    if not errs and isinstance(dataset, D.Dataset):
+        errs += [f"{p['_at']}: {x}" for p in plan if (x := _probe(p, dataset, seed))]
+    if errs: raise ValueError(f"{len(errs)} problem(s) in methods:\n" + '\n'.join(f'  - {x}' for x in errs))
+    return [{k: v for k, v in p.items() if k != '_at'} for p in plan]

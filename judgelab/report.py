@@ -15,8 +15,8 @@ from . import judgments as JM
 from .core import paths, record_manifest, sha256_file, _rel
 
 # %% auto #0
-__all__ = ['set_style', 'save_table', 'save_figure', 'save_text', 'run_judgment_files', 'collect_judgments', 'manifests',
-           'write_outputs_index']
+__all__ = ['set_style', 'save_table', 'save_figure', 'save_text', 'relpath', 'Report', 'run_dirs', 'run_outputs', 'run_id',
+           'run_judgment_files', 'collect_judgments', 'manifests', 'write_outputs_index']
 
 # %% ../nbs/11_report.ipynb #a913597a
 def set_style():
@@ -76,30 +76,79 @@ def save_text(text:str, # markdown prose (computed from tables, never typed resu
     record_manifest([md], notebook, parameters, inputs, extra)
     return [md]
 
+# %% ../nbs/11_report.ipynb #0026edc7
+def relpath(p)->str:
+    "A path as the compendium names it: 'outputs/...' below the outputs folder, else relative to the project root."
+    p = Path(p).resolve()
+    try: return (Path('outputs')/p.relative_to(paths.outputs.resolve())).as_posix()
+    except ValueError: return _rel(p, paths.root)
+
+class Report:
+    "One run's provenance (notebook, parameters, inputs, extra) bound once: `table`, `figure` and `text` save an artifact with it."
+    def __init__(self, notebook:str, parameters:dict, inputs:dict|None=None, extra:dict|None=None):
+        self.notebook, self.parameters, self.inputs, self.extra = notebook, parameters, dict(inputs or {}), dict(extra or {})
+    def read(self, path)->Path:
+        "Record an input file's sha256 and return its path."
+        self.inputs[relpath(path)] = sha256_file(path); return Path(path)
+    def table(self, df, name, caption=None, **kw): return save_table(df, name, self.notebook, self.parameters, self.inputs, caption, extra=self.extra, **kw)
+    def figure(self, fig, name, **kw): return save_figure(fig, name, self.notebook, self.parameters, self.inputs, extra=self.extra, **kw)
+    def text(self, text, name, caption=None, **kw): return save_text(text, name, self.notebook, self.parameters, self.inputs, caption, extra=self.extra, **kw)
+    def __repr__(self): return f"Report('{self.notebook}', inputs={len(self.inputs)})"
+
 # %% ../nbs/11_report.ipynb #99e28bc2
-def run_judgment_files(dataset:str)->list:
-    "The judgments files written by runs for `dataset` (outputs/judgments/<dataset>/*.parquet), sorted."
-    return sorted((paths.judgments/dataset).glob('*.parquet'))
+_RUN_MARKS = ('manifest.jsonl', 'tables', 'judgments')            # what a run folder holds
+_IN_RUN = {'cache', 'tables', 'figures', 'judgments', 'decompositions'}  # folders that are parts of a run, not runs
+
+def run_dirs(runs=None, # run ids (folders below outputs/); None: every run folder
+            )->list: # folders, in the order of `runs` (None: sorted)
+    "The folders of runs: `outputs/<id>/` for each id, or outputs/ and every folder below it holding a run's manifest, tables/ or judgments/."
+    out = paths.outputs
+    if runs is not None:
+        dirs = [out/r for r in runs]
+        if missing := [r for r, d in zip(runs, dirs) if not d.is_dir()]:
+            raise FileNotFoundError(f"no run folder for {missing} in outputs/: has the run happened (with these outputs: $JUDGELAB_OUTPUTS)?")
+        return dirs
+    found = {p.parent for m in _RUN_MARKS for p in out.rglob(m)} if out.is_dir() else set()
+    return sorted(d for d in found if not set(d.relative_to(out).parts) & _IN_RUN)
+
+def run_outputs(pattern:str, # relative to a run folder, e.g. 'tables/audit_summeval_*.csv'
+                runs=None, # run ids; None: every run folder
+               )->list:
+    "Files matching `pattern` in the run folders, run by run (sorted within a run)."
+    return [f for d in run_dirs(runs) for f in sorted(d.glob(pattern))]
+
+def run_id(path)->str:
+    "The id of the run whose folder holds `path` ('.' for outputs/ itself)."
+    p, out = Path(path).resolve(), paths.outputs.resolve()
+    if out not in p.parents: raise ValueError(f"{relpath(p)} is not in the outputs folder")
+    for d in p.parents:
+        if d == out: return '.'
+        if any((d/m).exists() for m in _RUN_MARKS) and not set(d.relative_to(out).parts) & _IN_RUN: return d.relative_to(out).as_posix()
+
+# %% ../nbs/11_report.ipynb #320898bb
+def run_judgment_files(dataset:str, # dataset name
+                       runs=None, # run ids; None: every run folder
+                      )->list:
+    "The judgments files runs wrote for `dataset` (outputs/<run id>/judgments/<dataset>/*.parquet)."
+    return run_outputs(f'judgments/{dataset}/*.parquet', runs)
 
 def collect_judgments(dataset, # a dataset name or `judgelab.data.Dataset`
                       published:bool=True, # include the published judgments of the dataset
-                      runs:bool=True, # include outputs/judgments/<dataset>/*.parquet
+                      runs=None, # run ids whose judgments to read; None: every run folder; []: none
                       methods=None, # keep only these run methods (file-name methods, e.g. 'geval', 'dimcheck_random')
-                     )->tuple: # (judgments with a `source` column, {input: sha256})
+                     )->tuple: # (judgments with `source` and `run` columns, {input: sha256})
     "All judgments of a dataset with their provenance hashes."
     ds = D.as_dataset(dataset)
     parts, inputs = [], {f'{ds.name}/{f}': h for f, h in ds.hashes.items()}
     if published:
         for src in JM.list_judgments(ds.name).index:
-            parts.append(JM.load_judgments(ds.name, src).assign(source='published'))
-    if runs:
-        for f in run_judgment_files(ds.name):
-            method = f.stem.split('__')[0]
-            if methods is not None and method not in methods: continue
-            if methods is None and method.startswith('decomposition'): continue  # sub-criterion scores: the decomposition notebook reads them
-            j = pd.read_parquet(f)
-            parts.append(j.assign(judge=method, source='run')); inputs[_rel(f, paths.root)] = sha256_file(f)
-    J = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=JM.JUDGMENT_COLUMNS + ['source'])
+            parts.append(JM.load_judgments(ds.name, src).assign(source='published', run=''))
+    for f in run_judgment_files(ds.name, runs):
+        method = f.stem.split('__')[0]
+        if methods is not None and method not in methods: continue
+        if methods is None and method.startswith('decomposition'): continue  # sub-criterion scores: the decomposition notebook reads them
+        parts.append(pd.read_parquet(f).assign(judge=method, source='run', run=run_id(f))); inputs[relpath(f)] = sha256_file(f)
+    J = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=JM.JUDGMENT_COLUMNS + ['source', 'run'])
     return J, inputs
 
 # %% ../nbs/11_report.ipynb #94bad40f

@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 from .core import paths, sha256_file
 from . import data as D
+from .judgments import slug as judgment_slug
 from .backends import EMBEDDED_NAME
 from .models import check_backend
 from .methods import check_options
@@ -78,10 +79,10 @@ def _resolve(pattern:str)->Path:
 
 # %% ../nbs/12_sweep.ipynb #42515e0e
 def slug(v)->str:
-    "A parameter value as a file-name part: lists joined by '-', mappings as key-value pairs."
+    "A parameter value as a file-name part (`judgelab.judgments.slug`): lists joined by '-', mappings as key-value pairs."
     if isinstance(v, dict): return '_'.join(f'{k}-{slug(x)}' for k, x in sorted(v.items()))
     if isinstance(v, (list, tuple)): return '-'.join(slug(x) for x in v)
-    return re.sub(r'[^A-Za-z0-9.+-]+', '_', str(v)).strip('_')
+    return judgment_slug(v)
 
 def _hash(v, n:int=6)->str: return hashlib.sha256(json.dumps(v, sort_keys=True, default=str).encode()).hexdigest()[:n]
 

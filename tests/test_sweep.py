@@ -238,3 +238,14 @@ def test_runs_under_the_sweep_get_a_thread_budget(repo, monkeypatch):
         seen = json.loads(nbformat.read(out, as_version=4).cells[-1].outputs[0]['text'])
         assert seen['env'] == {**{v: want for v in THREAD_VARS}, 'NUMEXPR_NUM_THREADS': '7'}, seen
         assert seen['pools'] == [int(want)], seen                       # numpy's BLAS pool really is limited
+
+def test_shipped_configs_validate():
+    from judgelab.sweep import load_sweep
+    emb = load_sweep(ROOT/'configs'/'embedded.yaml')
+    from judgelab.methods import METHODS
+    methods = {(r.parameters['dataset'], e if isinstance(e, str) else e['method']) for r in emb.runs if r.experiment == 'judge' for e in r.parameters['methods']}
+    datasets = ['summeval', 'topical_chat', 'hanna', 'opinsummeval', 'qags']
+    assert methods == {(d, m) for d in datasets for m in METHODS}, 'every method on every dataset'
+    paper = load_sweep(ROOT/'configs'/'paper.yaml')
+    assert {r.parameters.get('backend') for r in paper.runs if r.experiment.startswith('judge')} <= {'vllm', 'openai'}
+

@@ -93,14 +93,96 @@ def test_agreement_reproduces_official_alttest(tmp_path, tmp_outputs):
     h = pd.read_csv(tmp_outputs/'tables'/'agreement_human.csv')
     assert h.set_index('dimension').loc['consistency', 'alpha_interval'] > 0.8
 
-def test_judge_template_on_the_embedded_model(tmp_path, tmp_outputs):
-    # real generations on 2 Topical-Chat items x 2 dimensions; the cache lives under the temporary outputs folder
-    _execute('judge', tmp_path, dataset='topical_chat', method='analyze_rate', n_items=2, dims=['naturalness', 'groundedness'],
-             method_options={'max_tokens': 64}, n_boot=20, n_perm=19)
+def _stderr(nb_path):
+    nb = json.loads(Path(nb_path).read_text())
+    return [o for c in nb['cells'] for o in c.get('outputs', []) if o.get('name') == 'stderr']
+
+def _outputs_text(nb_path):
+    nb = json.loads(Path(nb_path).read_text())
+    return json.dumps([o for c in nb['cells'] for o in c.get('outputs', [])])
+
+JUDGE_TABLES = ['judged', 'correlations', 'corrgap', 'corrgap_summary', 'dimcheck', 'checklist_answers', 'checklist', 'alttest', 'cost', 'examples']
+
+def test_judge_template_on_the_embedded_model(tmp_path, tmp_outputs, monkeypatch):
+    # real generations on 2 Topical-Chat items; three methods in one run; the cache lives under the temporary outputs folder
+    run = 'judge/topical_chat__smollm2'
+    monkeypatch.setenv('JUDGELAB_RUN_ID', run)
+    methods = [{'method': 'analyze_rate', 'options': {'max_tokens': 32}},
+               {'method': 'checkeval', 'dims': ['groundedness'], 'options': {'max_tokens': 48}},
+               {'method': 'dimcheck', 'dims': ['naturalness'], 'options': {'others': ['groundedness'], 'max_tokens': 48, 'base_max_tokens': 32, 'max_restarts': 0}}]
+    params = dict(dataset='topical_chat', methods=methods, n_items=2, dims=['naturalness', 'groundedness'], n_boot=20, n_perm=19, n_examples=2)
+    nb = _execute('judge', tmp_path, **params)
     import pandas as pd
-    files = list((tmp_outputs/'judgments'/'topical_chat').glob('analyze_rate__*.parquet'))
-    assert len(files) == 1
-    j = pd.read_parquet(files[0])
+    out = tmp_outputs/run
+    files = sorted(f.name.split('__')[0] for f in (out/'judgments'/'topical_chat').glob('*.parquet'))
+    assert files == ['analyze_rate', 'checkeval', 'dimcheck'], files
+    for stem in JUDGE_TABLES:
+        for ext in ['csv', 'md', 'tex']: assert (out/'tables'/f'{stem}.{ext}').exists(), (stem, ext)
+    assert (out/'figures'/'cost.png').stat().st_size > 1000
+    j = pd.read_parquet(next((out/'judgments'/'topical_chat').glob('analyze_rate__*.parquet')))
     assert len(j) == 4 and j.rationale.str.len().min() > 0 and (j.parse_ok | j.failure.notna()).all()
-    cost = list((tmp_outputs/'tables'/'judge').glob('judge_topical_chat__analyze_rate__*_cost.md'))
-    assert cost and 'too small to be a competent judge' in cost[0].read_text()
+    cost = pd.read_csv(out/'tables'/'cost.csv').set_index('label')
+    assert (cost.status == 'ok').all() and cost.loc['analyze_rate', 'pairs'] == 4 and cost.loc['checkeval', 'pairs'] == 2
+    assert (cost.parse_failures >= 0).all() and (cost.nan_scores <= cost.pairs).all()
+    assert cost.loc['dimcheck', 'cache_hits'] >= 2          # DimCheck's base judgments are analyze_rate's requests: from the cache
+    assert 'too small to be a competent judge' in (out/'tables'/'cost.md').read_text()
+    dc = pd.read_csv(out/'tables'/'dimcheck.csv')
+    assert set(dc.judge) == {'dimcheck, after removal', 'dimcheck, before removal', 'analyze_rate'} and set(dc.target) == {'naturalness'}
+    assert len(pd.read_csv(out/'tables'/'examples.csv')) == 2 + 2 + 2
+    rows = [json.loads(l) for l in (out/'manifest.jsonl').read_text().splitlines()]
+    assert all(r['notebook'] == 'nbs/experiments/judge.ipynb' and set(r['judgments']) == {'analyze_rate', 'checkeval', 'dimcheck'} for r in rows)
+    assert not (tmp_outputs/'tables').exists()                          # everything went to the run's folder
+    assert not _stderr(nb), _stderr(nb)                                 # no warnings or progress bars in the executed notebook
+    text = _outputs_text(nb)
+    assert str(tmp_path) not in text and str(ROOT) not in text          # no machine paths in the outputs
+    # a rerun generates nothing: every request is answered by the cache
+    (tmp_path/'again').mkdir(); _execute('judge', tmp_path/'again', **params)
+    again = pd.read_csv(out/'tables'/'cost.csv')
+    assert again.generated.sum() == 0 and again.cache_hits.sum() == again.requests.sum() > 0
+
+def test_judge_template_bad_methods_fail_before_any_generation(tmp_path, tmp_outputs):
+    with pytest.raises(pm.PapermillExecutionError) as e:
+        _execute('judge', tmp_path, dataset='topical_chat', methods=['analyze_rate', {'method': 'g_eval'}, {'method': 'geval', 'options': {'n_sample': 3}},
+                                                                     {'method': 'dimcheck', 'dims': ['coherance']}])
+    for s in ["unknown method 'g_eval'", "unknown option(s) ['n_sample']", "unknown dimension 'coherance'"]: assert s in str(e.value)
+    assert not list(tmp_outputs.iterdir())                              # nothing written, nothing generated
+
+def test_judge_template_reports_failed_methods(tmp_path, tmp_outputs):
+    # nothing listens on port 9: every method fails inside the run; the cost table says why, then the run fails
+    with pytest.raises(pm.PapermillExecutionError, match='every method failed'):
+        _execute('judge', tmp_path, dataset='topical_chat', methods=['analyze_rate', 'checkeval'], n_items=1, dims=['coherence'], backend='openai',
+                 base_url='http://127.0.0.1:9/v1', model='none', backend_options={'max_retries': 0, 'timeout': 5})
+    import pandas as pd
+    cost = pd.read_csv(tmp_outputs/'tables'/'cost.csv')
+    assert list(cost.status) == ['failed', 'failed'] and cost.error.str.contains('BackendError').all()
+
+def _fake_run(out, run, dataset, stem, judge_dims, noise, seed=0):
+    "A judgments file as a judge run writes it: the human mean plus noise (no model)."
+    import numpy as np, pandas as pd
+    from judgelab import data as D
+    hm = D.load(dataset).human_mean(); rng = np.random.default_rng(seed)
+    rows = [dict(item_id=i, dimension=d, judge=stem, model='fake', score=float(hm.loc[i, d] + rng.normal(0, noise)), rationale='', sample=0,
+                 parse_ok=True, failure=None) for i in hm.index for d in judge_dims]
+    f = out/run/'judgments'/dataset/f'{stem}__fake.parquet'; f.parent.mkdir(parents=True, exist_ok=True); pd.DataFrame(rows).to_parquet(f)
+    (out/run/'manifest.jsonl').write_text('')
+    return f
+
+def test_paper_notebooks_read_the_runs_they_are_given(tmp_path, tmp_outputs, monkeypatch):
+    import pandas as pd
+    _fake_run(tmp_outputs, 'judge/topical_chat__a', 'topical_chat', 'analyze_rate', ['coherence', 'engagingness'], 0.5)
+    _fake_run(tmp_outputs, 'judge/topical_chat__b', 'topical_chat', 'geval', ['coherence', 'engagingness'], 0.5, seed=1)
+    syn = tmp_outputs/'corrgap_synthetic'/'tables'; syn.mkdir(parents=True)
+    pd.DataFrame(dict(control=['round', 'round'], w=[0.0, 1.0], gap_mean=[0.01, 0.4])).to_csv(syn/'corrgap_synthetic.csv', index=False)
+    monkeypatch.setenv('JUDGELAB_RUN_ID', 'paper_corrgap/all')
+    _execute('paper_corrgap', tmp_path, datasets=['topical_chat'], published=False, n_perm=19, n_boot_excess=10, n_perm_quality=9,
+             runs=['judge/topical_chat__a', 'corrgap_synthetic'])
+    out = tmp_outputs/'paper_corrgap'/'all'
+    assert set(pd.read_csv(out/'tables'/'paper_corrgap_pairs.csv').judge) == {'analyze_rate'}      # not run b's geval
+    assert (out/'tables'/'paper_corrgap_synthetic.csv').exists()
+    inputs = {k for l in (out/'manifest.jsonl').read_text().splitlines() for k in json.loads(l)['inputs']}
+    assert {'outputs/corrgap_synthetic/tables/corrgap_synthetic.csv', 'outputs/judge/topical_chat__a/judgments/topical_chat/analyze_rate__fake.parquet'} <= inputs
+    assert not any('topical_chat__b' in k for k in inputs)
+    monkeypatch.setenv('JUDGELAB_RUN_ID', 'paper_checkeval/all')
+    _execute('paper_checkeval', tmp_path, datasets=['topical_chat'], published=False, n_boot=10)     # runs: [] reads every run folder
+    main = pd.read_csv(tmp_outputs/'paper_checkeval'/'all'/'tables'/'paper_checkeval_main.csv')
+    assert set(main.judge) == {'analyze_rate', 'geval'} and main.spearman_sample.notna().all()
