@@ -90,9 +90,10 @@ class Report:
     def read(self, path)->Path:
         "Record an input file's sha256 and return its path."
         self.inputs[relpath(path)] = sha256_file(path); return Path(path)
-    def table(self, df, name, caption=None, **kw): return save_table(df, name, self.notebook, self.parameters, self.inputs, caption, extra=self.extra, **kw)
-    def figure(self, fig, name, **kw): return save_figure(fig, name, self.notebook, self.parameters, self.inputs, extra=self.extra, **kw)
-    def text(self, text, name, caption=None, **kw): return save_text(text, name, self.notebook, self.parameters, self.inputs, caption, extra=self.extra, **kw)
+    def _extra(self, kw): return {**self.extra, **(kw.pop('extra', None) or {})}
+    def table(self, df, name, caption=None, **kw): return save_table(df, name, self.notebook, self.parameters, self.inputs, caption, extra=self._extra(kw), **kw)
+    def figure(self, fig, name, **kw): return save_figure(fig, name, self.notebook, self.parameters, self.inputs, extra=self._extra(kw), **kw)
+    def text(self, text, name, caption=None, **kw): return save_text(text, name, self.notebook, self.parameters, self.inputs, caption, extra=self._extra(kw), **kw)
     def __repr__(self): return f"Report('{self.notebook}', inputs={len(self.inputs)})"
 
 # %% ../nbs/11_report.ipynb #99e28bc2
