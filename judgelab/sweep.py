@@ -546,9 +546,9 @@ def snakemake_command(sweep:Sweep, # a loaded sweep
         cmd += ['--allowed-rules', *dict.fromkeys(r.rule for r in runs)]
         if force: cmd += ['--forcerun', *dict.fromkeys(r.rule for r in runs)]
     elif force: cmd += ['--forceall']
-    cmd += list(extra or [])
-    cmd += [_wd(r.notebook) for r in runs] if only else ['all']
-    return cmd
+    # the targets go first: after `--quiet rules host` argparse would read a target `all` as one more --quiet choice
+    targets = [_wd(r.notebook) for r in runs] if only else ['all']
+    return cmd[:3] + targets + cmd[3:] + list(extra or [])
 
 def _snakemake_env()->dict:
     "The environment of the snakemake process: this interpreter's bin folder first on PATH (kernels, papermill)."
