@@ -38,6 +38,18 @@ def _node_lines(node, path=(), out=None)->dict:
         for i, v in enumerate(node.value): _node_lines(v, path + (i,), out)
     return out
 
+def _duplicate_key(node, path)->None:
+    "A mapping that names a key twice (YAML would keep the last silently): a ConfigError at the second one."
+    if isinstance(node, yaml.MappingNode):
+        seen = {}
+        for k, v in node.value:
+            if isinstance(k, yaml.ScalarNode) and k.value in seen:
+                raise ConfigError(f"{path}:{k.start_mark.line + 1}: key {k.value!r} given twice (first on line {seen[k.value]})")
+            if isinstance(k, yaml.ScalarNode): seen[k.value] = k.start_mark.line + 1
+            _duplicate_key(v, path)
+    elif isinstance(node, yaml.SequenceNode):
+        for v in node.value: _duplicate_key(v, path)
+
 def load_yaml_lines(path:str|Path)->tuple:
     "(object, {path: line}) of a YAML file."
     path = Path(path)
@@ -49,6 +61,7 @@ def load_yaml_lines(path:str|Path)->tuple:
     except yaml.YAMLError as e:
         mark = getattr(e, 'problem_mark', None)
         raise ConfigError(f"{path}:{mark.line + 1 if mark else '?'}: not valid YAML: {getattr(e, 'problem', e)}") from None
+    if node is not None: _duplicate_key(node, path)
     return obj, (_node_lines(node) if node is not None else {})
 
 # %% ../nbs/12_sweep.ipynb #420ca91c
@@ -198,6 +211,8 @@ def _check_value(err, key, value, at, declared, params):
     ok = _TYPES.get(t)
     if ok and not (isinstance(value, ok) and not (t in ('int', 'float') and isinstance(value, bool))):
         err(at, f"parameter {key!r} must be {t} (the template declares {key}: {t}), not {type(value).__name__} {value!r}")
+    if key in ('n_items', 'n_boot', 'n_perm', 'seeds') and isinstance(value, int) and not isinstance(value, bool) and value < 0:
+        err(at, f"{key} must be >= 0, not {value}")
     if key in ('dataset', 'datasets'):
         for n in ([value] if isinstance(value, str) else value if isinstance(value, list) else []):
             if n not in D.DATASETS and n != 'simulated':
@@ -248,7 +263,7 @@ def load_sweep(path:str|Path, # the sweep file
     if not isinstance(exps, dict) or not exps: err(('experiments',), "'experiments' must map experiment names to their settings")
     defaults = cfg.get('defaults') or {}
     if not isinstance(defaults, dict): err(('defaults',), "'defaults' must be a mapping of parameter -> value")
-    used_defaults, runs, by_nb = set(), [], {}
+    used_defaults, runs, by_nb, seen_values = set(), [], {}, {}
     sweep_name = str(cfg.get('name') or path.stem)
     if not re.fullmatch(r'[A-Za-z0-9_.-]+', sweep_name) or sweep_name in ('.', '..'): err(('name',), f"sweep name {sweep_name!r}: use letters, digits, '_', '-', '.'")
     for ename, e in exps.items():
@@ -302,6 +317,8 @@ def load_sweep(path:str|Path, # the sweep file
             for combo in _expand(g):
                 params = {**{k: v for k, v in defaults.items() if k in declared}, **fixed, **combo,
                           **{k: v for k, v in overrides.items() if k in declared}}
+                for k in match:
+                    if k in declared: seen_values.setdefault(k, []).append(params.get(k))
                 if any(k in declared and params.get(k) != v for k, v in match.items()): continue
                 case_i = next((i for i, c in enumerate(g.get('cases') or []) if all(combo.get(a) == b for a, b in c.items())), None)
                 for k, v in params.items():
@@ -330,6 +347,10 @@ def load_sweep(path:str|Path, # the sweep file
             if r.notebook in by_nb:
                 err(run_at[id(r)], f"two runs of {ename!r} would write {_show(r.notebook)}: {by_nb[r.notebook].parameters} and {r.parameters}")
             by_nb[r.notebook] = r; runs.append(r)
+    for k, v in match.items():
+        if k in seen_values and v not in seen_values[k]:
+            raise ConfigError(f"{shown}: --match {k}={v!r} selects no run; the runs have {k} in {list(dict.fromkeys(map(str, seen_values[k])))}")
+    if not runs: raise ConfigError(f"{shown}: the sweep has no runs")
     for k in defaults:
         if k not in used_defaults: err(('defaults', k), f"default {k!r} is not a parameter of any template in this sweep")
     for k in list(overrides) + list(match):

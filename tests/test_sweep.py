@@ -212,12 +212,21 @@ experiments:
     (lambda t: t.replace('nbs/experiments/corrgap_audit.ipynb', 'nbs/experiments/audit.ipynb'), "bad.yaml:10: template 'nbs/experiments/audit.ipynb' not found"),
     (lambda t: t.replace('[topical_chat, qags]', '[]'), "bad.yaml:8: grid values of 'dataset' must be a non-empty list"),
     (lambda t: t.replace('name: bad', 'name: ../bad'), "bad.yaml:1: sweep name '../bad'"),
+    (lambda t: t.replace('{n_items: 2}', '{n_items: -3}'), "bad.yaml:6: n_items must be >= 0, not -3"),
+    (lambda t: t + "  judge:\n    template: nbs/experiments/t_judge.ipynb\n", "bad.yaml:12: key 'judge' given twice (first on line 4)"),
+    (lambda t: t.replace('nbs/experiments/corrgap_audit.ipynb', 'settings.ini'), "bad.yaml:10: template 'settings.ini' cannot be read"),
+    (lambda t: t.replace("    grid: {dataset: [topical_chat]}\n", "    grid: []\n"), "bad.yaml:11: experiment 'audit' expands to no run"),
 ])
 def test_bad_config_is_rejected_with_its_line(repo, edit, message):
     cfg = repo/'bad.yaml'; cfg.write_text(edit(BAD))
     r = sweep(repo, cfg)
     assert r.returncode == 2 and message in r.stderr, r.stderr
     assert not (repo/'papermill_runs').exists() and not (repo/'.snakemake').exists()
+
+def test_match_that_selects_nothing_is_an_error(repo):
+    cfg = repo/'s.yaml'; cfg.write_text(SWEEP)
+    r = sweep(repo, cfg, '--match', 'n_items=7')
+    assert r.returncode == 2 and "--match n_items=7 selects no run; the runs have n_items in ['1', '2']" in r.stderr, r.stdout + r.stderr
 
 def test_runs_under_the_sweep_get_a_thread_budget(repo, monkeypatch):
     "With -j 2 every run's kernel sees max(1, cores // 2) threads for llama.cpp, OpenMP and BLAS (a user's own limit is kept)."
