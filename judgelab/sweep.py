@@ -20,8 +20,8 @@ from .report import write_outputs_index
 # %% auto #0
 __all__ = ['LIB', 'SNAKEFILE', 'THREAD_VARS', 'ConfigError', 'load_yaml_lines', 'workdir', 'slug', 'Run', 'assign_ids', 'Sweep',
            'parse_assignments', 'load_sweep', 'code_inputs', 'rule_spec', 'RunResult', 'thread_budget', 'thread_env',
-           'code_version', 'execute_run', 'execute_rule', 'snakemake_command', 'prune_metadata', 'SweepLocked',
-           'unlock', 'run_sweep', 'summary_table', 'format_summary', 'dry_run']
+           'code_version', 'execute_run', 'failed_notebook', 'execute_rule', 'snakemake_command', 'prune_metadata',
+           'SweepLocked', 'unlock', 'run_sweep', 'summary_table', 'format_summary', 'dry_run']
 
 # %% ../nbs/12_sweep.ipynb #c8b4891f
 class ConfigError(ValueError): "A sweep file that cannot run; the message names the file and line."
@@ -521,11 +521,19 @@ def execute_run(r:Run, kernel:str='judgelab', timeout:float|None=None,
     nbformat.write(nb, r.notebook)
     return RunResult(r, 'ok', dt)
 
+def failed_notebook(r:Run)->Path:
+    "Where a failed run's executed notebook (with its traceback) is kept."
+    return r.notebook.with_name(r.notebook.stem + '.failed.ipynb')
+
 def execute_rule(sweep:Sweep, run_id:str, threads:int|None=None, timeout:float|None=None):
     "What a Snakemake rule runs: one run of the sweep; raises on failure so that Snakemake records it (and skips what needs it)."
     r = next(r for r in sweep.runs if r.id == run_id)
     res = execute_run(r, sweep.kernel, timeout=timeout, threads=threads)
-    if res.status != 'ok': raise RuntimeError(f"run {run_id} failed: {res.error} (notebook {_show(r.notebook)}, log {_show(r.log)})")
+    if res.status != 'ok':
+        # Snakemake deletes a failed job's outputs (so the run is never mistaken for a finished one): its notebook,
+        # with the traceback, is kept beside them as <id>.failed.ipynb
+        if r.notebook.exists(): r.notebook.replace(failed_notebook(r))
+        raise RuntimeError(f"run {run_id} failed: {res.error} (notebook {_show(failed_notebook(r))}, log {_show(r.log)})")
 
 
 # %% ../nbs/12_sweep.ipynb #4c9b9428
@@ -555,7 +563,7 @@ def snakemake_command(sweep:Sweep, # a loaded sweep
     # on this machine: one in-process model, its GPUs; on a cluster every job has its node (servers are shared either way)
     res = {**({} if executor else {'llm': 1, 'gpu': gpus}), **_server_resources(sweep)}
     cmd = [sys.executable, '-m', 'snakemake', '--snakefile', str(d/'Snakefile'), '--directory', str(wd),
-           '--configfile', str(d/f'{sweep.name}.config.yaml'), '--rerun-incomplete', '--keep-incomplete', '--keep-going',
+           '--configfile', str(d/f'{sweep.name}.config.yaml'), '--rerun-incomplete', '--keep-going',
            '--max-checksum-file-size', str(2**31)] + (['--resources', *[f'{k}={v}' for k, v in res.items()]] if res else [])
     cmd += ['--executor', executor, '--jobs', str(jobs)] if executor else ['--cores', str(os.cpu_count() or 1)]
     if profile: cmd += ['--profile', str(profile)]
@@ -589,6 +597,7 @@ def _status(r:Run, t0:float)->RunResult:
     if meta.get('status') == 'ok' and meta.get('run_id') == r.id:
         return RunResult(r, 'ok' if nb_new else 'done', meta.get('seconds', 0.0) if nb_new else 0.0)
     if log_new: return RunResult(r, 'failed', 0.0, _last_error(r.log))
+    if failed_notebook(r).exists() and not r.notebook.exists(): return RunResult(r, 'failed', 0.0, 'failed in an earlier call: ' + _last_error(r.log))
     return RunResult(r, 'blocked', 0.0, 'not run: a run it needs failed')
 
 def prune_metadata()->list:
@@ -666,7 +675,8 @@ def format_summary(results:list)->str:
          + (f", {c['blocked']} not run (a needed run failed)" if c.get('blocked') else ''))
     for res, (_, r) in zip(results, t.iterrows()):
         if r.status in ('failed', 'blocked'):
-            s += f"\n  {r.status.upper()} {r.run}\n    notebook: {r.notebook}\n    log: {_show(res.run.log)}\n    error: {r.error}"
+            nb = _show(failed_notebook(res.run)) if r.status == 'failed' and failed_notebook(res.run).exists() else r.notebook
+            s += f"\n  {r.status.upper()} {r.run}\n    notebook: {nb}\n    log: {_show(res.run.log)}\n    error: {r.error}"
     return s
 
 def _finished(r:Run)->bool:

@@ -128,8 +128,11 @@ def test_failed_run_does_not_stop_the_others(repo):
     assert r.returncode == 1, r.stdout + r.stderr
     assert '4 runs: 1 ran, 0 already done (skipped), 2 failed, 1 not run (a needed run failed)' in r.stdout, r.stdout
     assert 'FAILED f/judge/x-1' in r.stdout and 'boom: this run fails on purpose' in r.stdout, r.stdout
-    nb = repo/'papermill_runs'/'f'/'judge'/'x-1.ipynb'
-    assert 'boom' in nb.read_text()                              # the failed notebook keeps its traceback
+    nb = repo/'papermill_runs'/'f'/'judge'/'x-1.failed.ipynb'
+    assert 'boom' in nb.read_text() and f'notebook: papermill_runs/f/judge/x-1.failed.ipynb' in r.stdout   # kept, with its traceback
+    assert not (repo/'papermill_runs'/'f'/'judge'/'x-1.ipynb').exists()   # Snakemake removed the failed outputs:
+    st = states(repo, cfg)                                                    # a failed run is never taken for a finished one
+    assert (st['f/judge/x-1'][0], st['f/judge/x-2'][0], st['f/other'][0], st['f/paper'][0]) == ('new', 'new', 'done', 'new'), st
     assert (repo/'outputs'/'f'/'other'/'tables'/'x.txt').exists()
     s = json.loads((repo/'papermill_runs'/'sweeps'/'f.json').read_text())
     assert s['counts'] == {'failed': 2, 'ok': 1, 'blocked': 1}, s
