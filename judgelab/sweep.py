@@ -702,6 +702,7 @@ def dry_run(sweep:Sweep|str|Path, force:bool=False, only:list|None=None)->'pd.Da
         status, plan = rows.get(_wd(r.notebook), ('forced', 'update pending') if force else ('missing', 'update pending'))
         state = 'done' if plan == 'no update' else 'new' if status == 'missing' else 'new (forced)' if force else 'stale'
         if state == 'done' and not _finished(r): state, status = 'incomplete', 'killed or failed before it finished (reruns)'
+        if state == 'stale' and status == 'ok': status = 'a run it needs reruns'
         out.append(dict(experiment=r.experiment, run=r.id, state=state, reason='' if state == 'done' else status,
                         resources=', '.join(f'{k}={v}' for k, v in r.resources.items()) or '-', notebook=_show(r.notebook)))
     return pd.DataFrame(out, columns=['experiment', 'run', 'state', 'reason', 'resources', 'notebook'])
