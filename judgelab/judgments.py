@@ -34,11 +34,12 @@ def save_judgments(j:pd.DataFrame, # a judgments table
                    dataset:str, method:str, model:str, # as for `judgments_path`
                    parameters:dict|None=None, # what made it (method, options, items, seed, ...)
                    inputs=None, # {name: sha256} of what it read (the dataset's files)
+                   notebook:str|None=None, # the notebook that made them (None: a library call)
                   )->Path:
     "Write judgments to `judgments_path` (inside the run's folder) and record them in the manifest: judgments are outputs too."
     p = judgments_path(dataset, method, model); p.parent.mkdir(parents=True, exist_ok=True)
     j.to_parquet(p, index=False)
-    record_manifest([p], parameters=parameters, inputs=inputs)
+    record_manifest([p], notebook, parameters, inputs)
     return p
 
 

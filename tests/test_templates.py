@@ -130,7 +130,11 @@ def test_judge_template_on_the_embedded_model(tmp_path, tmp_outputs, monkeypatch
     assert set(dc.judge) == {'dimcheck, after removal', 'dimcheck, before removal', 'analyze_rate'} and set(dc.target) == {'naturalness'}
     assert len(pd.read_csv(out/'tables'/'examples.csv')) == 2 + 2 + 2
     rows = [json.loads(l) for l in (out/'manifest.jsonl').read_text().splitlines()]
-    assert all(r['notebook'] == 'nbs/experiments/judge.ipynb' and set(r['judgments']) == {'analyze_rate', 'checkeval', 'dimcheck'} for r in rows)
+    assert all(r['notebook'] == 'nbs/experiments/judge.ipynb' for r in rows)           # judgments files too, not only tables
+    jrows = [r for r in rows if r['artifacts'][0].endswith('.parquet')]
+    assert sorted(a.split('/')[-1].split('__')[0] for r in jrows for a in r['artifacts']) == ['analyze_rate', 'checkeval', 'dimcheck']
+    assert all(r['parameters']['entry']['method'] in r['artifacts'][0] for r in jrows)
+    assert all(set(r['judgments']) == {'analyze_rate', 'checkeval', 'dimcheck'} for r in rows if r not in jrows)
     assert not (tmp_outputs/'tables').exists()                          # everything went to the run's folder
     assert not _stderr(nb), _stderr(nb)                                 # no warnings or progress bars in the executed notebook
     text = _outputs_text(nb)
