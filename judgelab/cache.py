@@ -4,84 +4,173 @@
 
 # %% ../nbs/02b_cache.ipynb #d3e6a49e
 from __future__ import annotations
-import os, json, gzip, sqlite3, hashlib, datetime, threading, time
+import os, json, gzip, sqlite3, hashlib, datetime, threading, time, contextlib, warnings
 from pathlib import Path
 from .core import paths
 from .llm import Backend, Choice, Completion, Request, Job, assemble, BackendError, sample_seed
 
 # %% auto #0
-__all__ = ['canonical_json', 'request_key', 'CacheMissError', 'GenerationCache', 'CachedBackend']
+__all__ = ['canonical_json', 'request_key', 'stored_key', 'row_checksum', 'CacheMissError', 'CacheCorruptError',
+           'CacheImportError', 'GenerationCache', 'CachedBackend']
 
 # %% ../nbs/02b_cache.ipynb #5c4b9a28
 def canonical_json(obj)->str:
     "Deterministic JSON: sorted keys, no whitespace, UTF-8 kept."
     return json.dumps(obj, sort_keys=True, separators=(',', ':'), ensure_ascii=False)
 
+def _key(model, messages, sampling, seed, sample)->str:
+    payload = dict(model=model, messages=messages, sampling=sampling, sample=sample, seed=sample_seed(seed, sample))
+    return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
+
 def request_key(model:str, # backend-independent model identity
                 request:Request, sample:int=0)->str:
     "The cache key of sample `sample` of `request` on `model`."
-    payload = dict(model=model, messages=request.messages, sampling=request.sampling(), sample=sample,
-                   seed=sample_seed(request.seed, sample))
-    return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
+    return _key(model, request.messages, request.sampling(), request.seed, sample)
+
+def stored_key(model:str, # the row's model identity
+               request:str, # the row's stored request (canonical JSON of messages, sampling, seed, sample)
+              )->str:
+    "The key a stored row's request gives: equal to the row's key unless the row was altered."
+    r = json.loads(request)
+    return _key(model, r['messages'], r['sampling'], r['seed'], r['sample'])
+
+def row_checksum(key:str, model:str, request:str, choice:str)->str:
+    "sha256 over a row's key, model, request and payload (the generated sample), as stored."
+    return hashlib.sha256(canonical_json([key, model, request, choice]).encode()).hexdigest()
+
 
 # %% ../nbs/02b_cache.ipynb #ac063e33
 class CacheMissError(RuntimeError): "Replay mode met requests that are not in the cache."
+class CacheCorruptError(RuntimeError): "The cache file is not a readable SQLite database."
+class CacheImportError(ValueError): "An exported file holds rows whose key does not match their request, or malformed rows."
+
+def _recover(path)->str:
+    return (f"Move it aside (mv {path} {path}.corrupt) and rerun: the runs then regenerate what they need (or import an "
+            f"exported copy with `GenerationCache.import_`). Commands that generate nothing do not open the cache.")
 
 class GenerationCache:
-    "Content-addressed SQLite store of generated samples (WAL mode, safe across processes)."
-    def __init__(self, path:str|Path|None=None): # default: outputs/cache/generations.sqlite
+    "Content-addressed SQLite store of generated samples (WAL mode, safe across processes); every read is verified."
+    def __init__(self, path:str|Path|None=None, # default: outputs/cache/generations.sqlite
+                 read_only:bool|None=None, # open for replay only; None: when the file or its folder is not writable
+                ):
         self.path = Path(path) if path else paths.cache/'generations.sqlite'
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
-        with self.conn() as c:
+        self._local = threading.local(); self.rejected = {}     # key -> why a stored row was not served
+        if read_only is None: read_only = self.path.exists() and not (os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK))
+        if read_only and not self.path.exists(): raise FileNotFoundError(f"no generation cache {self.path} to open read-only")
+        self.read_only = read_only
+        if not self.read_only: self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._guard():
+            c = self.conn()
+            if self.read_only: c.execute('SELECT COUNT(*) FROM generations').fetchone(); return
             c.execute('CREATE TABLE IF NOT EXISTS generations (key TEXT PRIMARY KEY, model TEXT NOT NULL, request TEXT NOT NULL, '
-                      'choice TEXT NOT NULL, backend TEXT, created TEXT NOT NULL)')
+                      'choice TEXT NOT NULL, backend TEXT, created TEXT NOT NULL, checksum TEXT)')
             c.execute('CREATE INDEX IF NOT EXISTS generations_model ON generations(model)')
+            if 'checksum' not in {r[1] for r in c.execute('PRAGMA table_info(generations)')}:   # a cache made before checksums
+                c.execute('ALTER TABLE generations ADD COLUMN checksum TEXT')
+    @contextlib.contextmanager
+    def _guard(self):
+        "sqlite's DatabaseError (a truncated or overwritten file) as one error naming the file and the way out."
+        try: yield
+        except sqlite3.OperationalError as e:       # locked past the busy timeout, or a folder that cannot be opened: not corruption
+            raise sqlite3.OperationalError(f"generation cache {self.path}: {e}") from None
+        except sqlite3.DatabaseError as e:
+            raise CacheCorruptError(f"The generation cache {self.path} cannot be read ({e}). {_recover(self.path)}") from None
     def conn(self):
-        "This thread's connection (WAL journal, 60 s busy timeout)."
+        "This thread's connection (WAL journal, 60 s busy timeout; a read-only file is opened immutable, for replay)."
         c = getattr(self._local, 'c', None)
         if c is None:
-            c = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
-            c.execute('PRAGMA journal_mode=WAL'); c.execute('PRAGMA synchronous=NORMAL'); c.execute('PRAGMA busy_timeout=60000')
+            with self._guard():
+                if self.read_only:
+                    if Path(f'{self.path}-wal').exists(): warnings.warn(f"{self.path} is read-only and has a -wal file beside it: rows only in the log are not seen (close() the cache before copying it)")
+                    c = sqlite3.connect(f'file:{self.path}?mode=ro&immutable=1', uri=True, check_same_thread=False)
+                else:
+                    c = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
+                    c.execute('PRAGMA journal_mode=WAL'); c.execute('PRAGMA synchronous=NORMAL'); c.execute('PRAGMA busy_timeout=60000')
             self._local.c = c
         return c
+    def _verified(self, key, model, request, choice, checksum):
+        "Why a stored row cannot be served ('' when it can): its payload or its request changed since it was written."
+        if checksum is not None and checksum != row_checksum(key, model, request, choice): return 'checksum mismatch (the stored row was altered)'
+        try: k = stored_key(model, request)
+        except (ValueError, KeyError, TypeError): return 'unreadable stored request'
+        return '' if k == key else 'the stored request does not give this key'
     def get_many(self, keys)->dict:
-        "{key: Choice} for the keys present."
-        out, keys = {}, list(dict.fromkeys(keys))
-        for s in range(0, len(keys), 500):
-            chunk = keys[s:s + 500]
-            rows = self.conn().execute(f"SELECT key, choice FROM generations WHERE key IN ({','.join('?'*len(chunk))})", chunk).fetchall()
-            out.update({k: Choice.from_json(v, key=k) for k, v in rows})
+        "{key: Choice} for the keys present whose rows verify; a row that does not is a miss, with a warning naming its key."
+        out, keys, bad = {}, list(dict.fromkeys(keys)), {}
+        with self._guard():
+            for s in range(0, len(keys), 500):
+                chunk = keys[s:s + 500]
+                rows = self.conn().execute(f"SELECT key, model, request, choice, checksum FROM generations WHERE key IN ({','.join('?'*len(chunk))})", chunk).fetchall()
+                for k, m, r, ch, cs in rows:
+                    why = self._verified(k, m, r, ch, cs)
+                    if not why:
+                        try: out[k] = Choice.from_json(ch, key=k); continue
+                        except (ValueError, TypeError): why = 'unreadable stored sample'
+                    bad[k] = why
+        if bad:
+            self.rejected.update(bad)
+            warnings.warn(f"generation cache {self.path}: {len(bad)} stored row(s) failed verification and are treated as misses "
+                          f"(regenerated, then replaced): " + '; '.join(f'{k[:16]}: {w}' for k, w in list(bad.items())[:5]) + (' ...' if len(bad) > 5 else ''))
         return out
     def put(self, key:str, model:str, request:Request, choice:Choice, backend:str=''):
-        "Store one sample (first write wins)."
+        "Store one sample (first write wins; a row that failed verification is replaced)."
+        if self.read_only: raise PermissionError(f"the generation cache {self.path} is read-only: it can replay, not store (copy it somewhere writable)")
         req = canonical_json(dict(messages=request.messages, sampling=request.sampling(), seed=request.seed, sample=choice.sample))
-        self.conn().execute('INSERT OR IGNORE INTO generations VALUES (?, ?, ?, ?, ?, ?)',
-                            (key, model, req, choice.to_json(), backend, datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')))
-    def __len__(self): return self.conn().execute('SELECT COUNT(*) FROM generations').fetchone()[0]
+        ch = choice.to_json(); verb = 'INSERT OR REPLACE' if key in self.rejected else 'INSERT OR IGNORE'
+        with self._guard():
+            self.conn().execute(f'{verb} INTO generations VALUES (?, ?, ?, ?, ?, ?, ?)',
+                                (key, model, req, ch, backend, datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
+                                 row_checksum(key, model, req, ch)))
+        self.rejected.pop(key, None)
+    def close(self):
+        "Fold the write-ahead log into the file and close this thread's connection (before copying the file elsewhere)."
+        c = getattr(self._local, 'c', None)
+        if c is not None:
+            with self._guard():
+                if not self.read_only: c.execute('PRAGMA wal_checkpoint(TRUNCATE)')
+                c.close()
+            self._local.c = None
+    def __len__(self):
+        with self._guard(): return self.conn().execute('SELECT COUNT(*) FROM generations').fetchone()[0]
     def models(self)->dict:
         "{model identity: entries}."
-        return dict(self.conn().execute('SELECT model, COUNT(*) FROM generations GROUP BY model').fetchall())
+        with self._guard(): return dict(self.conn().execute('SELECT model, COUNT(*) FROM generations GROUP BY model').fetchall())
+    def verify(self)->dict:
+        "Check every row: {key: why} for the rows that would not be served."
+        with self._guard():
+            return {k: w for k, m, r, ch, cs in self.conn().execute('SELECT key, model, request, choice, checksum FROM generations')
+                    if (w := self._verified(k, m, r, ch, cs))}
     def export(self, path:str|Path, model:str|None=None)->int:
         "Write entries (optionally of one model) to a JSONL file (gzip if it ends in .gz); returns the count."
         path = Path(path); op = gzip.open if path.suffix == '.gz' else open
         q = 'SELECT key, model, request, choice, backend, created FROM generations' + (' WHERE model = ?' if model else '') + ' ORDER BY key'
         n = 0
-        with op(path, 'wt', encoding='utf-8') as f:
+        with self._guard(), op(path, 'wt', encoding='utf-8') as f:
             for row in self.conn().execute(q, (model,) if model else ()):
                 f.write(json.dumps(dict(zip(['key', 'model', 'request', 'choice', 'backend', 'created'], row)), ensure_ascii=False) + '\n'); n += 1
         return n
     def import_(self, path:str|Path)->int:
-        "Add the entries of an exported file (existing keys are kept); returns how many were new."
+        "Add the entries of an exported file (existing keys are kept); every key is recomputed from its request first, and any mismatch refuses the whole file. Returns how many were new."
         path = Path(path); op = gzip.open if path.suffix == '.gz' else open; before = len(self)
+        rows, bad = [], []
         with op(path, 'rt', encoding='utf-8') as f:
-            rows = [json.loads(l) for l in f if l.strip()]
-        c = self.conn(); c.execute('BEGIN')
-        c.executemany('INSERT OR IGNORE INTO generations VALUES (?, ?, ?, ?, ?, ?)',
-                      [(r['key'], r['model'], r['request'], r['choice'], r.get('backend'), r['created']) for r in rows])
-        c.execute('COMMIT')
+            for i, line in enumerate(f, 1):
+                if not line.strip(): continue
+                try:
+                    r = json.loads(line); ok = stored_key(r['model'], r['request']) == r['key']; Choice.from_json(r['choice'])
+                except (ValueError, KeyError, TypeError) as e: bad.append(f'line {i}: malformed row ({type(e).__name__}: {e})'); continue
+                if not ok: bad.append(f"line {i}: key {str(r['key'])[:16]} does not match its request")
+                rows.append(r)
+        if bad: raise CacheImportError(f"{path}: {len(bad)} row(s) refused, nothing imported:\n  " + '\n  '.join(bad[:10]) + ('\n  ...' if len(bad) > 10 else ''))
+        with self._guard():
+            c = self.conn(); c.execute('BEGIN')
+            c.executemany('INSERT OR IGNORE INTO generations VALUES (?, ?, ?, ?, ?, ?, ?)',
+                          [(r['key'], r['model'], r['request'], r['choice'], r.get('backend'), r['created'],
+                            row_checksum(r['key'], r['model'], r['request'], r['choice'])) for r in rows])
+            c.execute('COMMIT')
         return len(self) - before
     def __repr__(self): return f"GenerationCache('{self.path}', entries={len(self)})"
+
 
 # %% ../nbs/02b_cache.ipynb #b8fb71dd
 class CachedBackend(Backend):

@@ -1,0 +1,109 @@
+"""Nothing lost, nothing poisoned (the hardening issue): the generation cache verifies what it serves, imports of
+cache files and of judgments refuse what they cannot trust. Each test failed on the code before its fix."""
+import json, os, shutil, subprocess, sys, warnings, hashlib
+from pathlib import Path
+import pytest
+from judgelab.llm import Backend, Choice, Request
+from judgelab.cache import GenerationCache, CachedBackend, CacheCorruptError, CacheImportError, request_key
+from conftest import ROOT, run_cli
+
+class Echo(Backend):
+    "Answers with a hash of the prompt; counts its calls."
+    name = 'echo'
+    def __init__(self): self.calls = 0
+    def identity(self): return 'echo@1'
+    def run_jobs(self, jobs, progress=True):
+        for j in jobs:
+            self.calls += 1
+            yield j.index, Choice(hashlib.sha256(j.request.messages[-1]['content'].encode()).hexdigest()[:12], 'stop', 1, 3)
+
+def _reqs(n): return [Request([{'role': 'user', 'content': f'text {i}'}]) for i in range(n)]
+
+# --- the cache serves only what verifies ------------------------------------------------------------------------
+
+def test_flipped_bytes_in_cached_texts_are_never_served(tmp_path):
+    # before: 50 of 2000 altered texts were served as hits (SQLite's integrity check says ok)
+    cache = GenerationCache(tmp_path/'c.sqlite'); reqs = _reqs(2000)
+    truth = [c.text for c in CachedBackend(Echo(), cache, verbose=False).generate(reqs, progress=False)]
+    c = cache.conn()
+    c.execute("UPDATE generations SET choice = replace(choice, '\"text\": \"', '\"text\": \"~') WHERE rowid % 40 = 0")   # 50 rows
+    assert len(cache.verify()) == 50
+    b = CachedBackend(Echo(), cache, verbose=False)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter('always'); got = [c.text for c in b.generate(reqs, progress=False)]
+    assert got == truth and b.last['hits'] == 1950 and b.inner.calls == 50
+    assert '50 stored row(s) failed verification' in str(w[0].message) and 'checksum mismatch' in str(w[0].message)
+    assert cache.verify() == {}                          # the altered rows were replaced by the regenerated samples
+
+def test_a_row_whose_request_was_edited_is_a_miss(tmp_path):
+    cache = GenerationCache(tmp_path/'c.sqlite'); reqs = _reqs(3)
+    CachedBackend(Echo(), cache, verbose=False).generate(reqs, progress=False)
+    # rewrite a row's request and its checksum consistently: only the key recomputation can catch it
+    from judgelab.cache import row_checksum
+    k, m, r, ch = cache.conn().execute('SELECT key, model, request, choice FROM generations LIMIT 1').fetchone()
+    r2 = r.replace('text', 'txet')
+    cache.conn().execute('UPDATE generations SET request = ?, checksum = ? WHERE key = ?', (r2, row_checksum(k, m, r2, ch), k))
+    assert cache.verify() == {k: 'the stored request does not give this key'}
+    with pytest.warns(UserWarning, match='does not give this key'): assert k not in cache.get_many([k])
+
+def test_import_recomputes_keys_and_refuses_mismatches(tmp_path):
+    # before: rows whose key did not match their request were imported and the poisoned text served
+    src = GenerationCache(tmp_path/'a.sqlite'); reqs = _reqs(5)
+    CachedBackend(Echo(), src, verbose=False).generate(reqs, progress=False)
+    src.export(tmp_path/'x.jsonl')
+    rows = [json.loads(l) for l in (tmp_path/'x.jsonl').read_text().splitlines()]
+    victim = request_key('echo@1', Request([{'role': 'user', 'content': 'text 0'}]))
+    poisoned = dict(rows[1], key=victim, choice=json.dumps(dict(json.loads(rows[1]['choice']), text='5 (poisoned)')))
+    (tmp_path/'p.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in rows[2:] + [poisoned, {'key': 'x'}]))
+    dst = GenerationCache(tmp_path/'b.sqlite')
+    with pytest.raises(CacheImportError, match=r'2 row\(s\) refused, nothing imported(.|\n)*line 4: key .* does not match its request(.|\n)*line 5: malformed row'):
+        dst.import_(tmp_path/'p.jsonl')
+    assert len(dst) == 0
+    assert dst.import_(tmp_path/'x.jsonl') == 5 and dst.verify() == {}
+
+@pytest.mark.parametrize('content', [b'', b'garbage' * 500, b'SQLite format 3\x00' + b'\x00' * 90])
+def test_a_corrupt_cache_file_is_one_clear_error(tmp_path, content, monkeypatch):
+    # before: a raw sqlite3.DatabaseError naming no file
+    p = tmp_path/'cache'/'generations.sqlite'; p.parent.mkdir(); p.write_bytes(content)
+    if content == b'':                                   # an empty file is a valid, empty database for SQLite
+        assert len(GenerationCache(p)) == 0; return
+    with pytest.raises(CacheCorruptError, match=f"{p} cannot be read .*mv {p} {p}.corrupt"): GenerationCache(p)
+    # commands that generate nothing do not open the cache
+    monkeypatch.setenv('JUDGELAB_OUTPUTS', str(tmp_path))
+    r = run_cli('sweep', 'configs/embedded.yaml', '--dry-run')
+    assert r.returncode == 0 and 'states:' in r.stdout, r.stderr
+
+def test_a_truncated_cache_is_one_clear_error(tmp_path):
+    cache = GenerationCache(tmp_path/'c.sqlite'); CachedBackend(Echo(), cache, verbose=False).generate(_reqs(500), progress=False)
+    cache.close(); data = (tmp_path/'c.sqlite').read_bytes()
+    (tmp_path/'t.sqlite').write_bytes(data[:len(data)//3])
+    with pytest.raises(CacheCorruptError, match='t.sqlite cannot be read'):
+        t = GenerationCache(tmp_path/'t.sqlite'); t.get_many([request_key('echo@1', r) for r in _reqs(500)]); t.verify()
+
+def test_replay_from_a_read_only_cache_as_an_unprivileged_user(tmp_path):
+    # before: sqlite could not open a read-only cache, even for replay (WAL mode needs to write beside the file)
+    if not shutil.which('setpriv') or os.geteuid() != 0: pytest.skip('needs root and setpriv to become an unprivileged user')
+    d = tmp_path/'ro'; d.mkdir(); cache = GenerationCache(d/'c.sqlite'); reqs = _reqs(4)
+    truth = [c.text for c in CachedBackend(Echo(), cache, verbose=False).generate(reqs, progress=False)]; cache.close()
+    for p in [tmp_path, *tmp_path.parents]:
+        if p != Path('/'): os.chmod(p, os.stat(p).st_mode | 0o005)        # let the unprivileged user reach the folder
+    (d/'c.sqlite').chmod(0o444); d.chmod(0o555)
+    code = ("import sys; from judgelab.cache import GenerationCache, CachedBackend; from judgelab.llm import Request\n"
+            f"c = GenerationCache({str(d/'c.sqlite')!r}); assert c.read_only\n"
+            "b = CachedBackend(None, c, mode='replay', model='echo@1', verbose=False)\n"
+            "print([x.text for x in b.generate([Request([{'role': 'user', 'content': f'text {i}'}]) for i in range(4)], progress=False)])")
+    r = subprocess.run(['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', sys.executable, '-c', code],
+                       capture_output=True, text=True, cwd='/', env={**os.environ, 'HOME': '/tmp'})
+    d.chmod(0o755)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == repr(truth)
+
+def test_a_cache_made_before_checksums_still_serves(tmp_path):
+    import sqlite3
+    p = tmp_path/'old.sqlite'; c = sqlite3.connect(p)
+    c.execute('CREATE TABLE generations (key TEXT PRIMARY KEY, model TEXT NOT NULL, request TEXT NOT NULL, choice TEXT NOT NULL, backend TEXT, created TEXT NOT NULL)')
+    r = Request([{'role': 'user', 'content': 'text 0'}]); k = request_key('echo@1', r)
+    from judgelab.cache import canonical_json
+    req = canonical_json(dict(messages=r.messages, sampling=r.sampling(), seed=r.seed, sample=0))
+    c.execute('INSERT INTO generations VALUES (?, ?, ?, ?, ?, ?)', (k, 'echo@1', req, Choice('old').to_json(), 'echo', 'then')); c.commit(); c.close()
+    assert GenerationCache(p).get_many([k])[k].text == 'old'
