@@ -79,10 +79,12 @@ def _judgments_list(a):
     return 0
 
 def _judgments_import(a):
-    j = JM.import_judgments(a.path, a.dataset, a.judge, a.model)
-    out = Path(a.out) if a.out else JM.judgments_path(D.get_spec(a.dataset).name, a.judge, a.model)
-    out.parent.mkdir(parents=True, exist_ok=True); j.to_parquet(out, index=False)
-    print(f"{len(j)} judgments ({int((~j.parse_ok).sum())} failures) -> {out}")
+    if a.out:
+        j = JM.import_judgments(a.path, a.dataset, a.judge, a.model); out = Path(a.out)
+        if out.exists() and not a.replace: print(f"error: {out} exists: pass --replace to overwrite it", file=sys.stderr); return 2
+        out.parent.mkdir(parents=True, exist_ok=True); j.to_parquet(out, index=False)
+    else: j, out = JM.store_import(a.path, a.dataset, a.judge, a.model, replace=a.replace)
+    print(f"{len(j)} judgments ({int((~j.parse_ok).sum())} failures) -> {JM._rel(out, paths.root)}")
     return 0
 
 # %% ../nbs/13_cli.ipynb #ae2aed6e
@@ -154,7 +156,8 @@ def parser()->argparse.ArgumentParser:
     x.add_argument('--all', action='store_true'); x.set_defaults(fn=_judgments_list)
     x = j.add_parser('import', help="validate a CSV/JSONL of item_id,dimension,score[,rationale] and store it as parquet")
     x.add_argument('path'); x.add_argument('--dataset', required=True); x.add_argument('--judge', required=True)
-    x.add_argument('--model', required=True); x.add_argument('--out', help='default: outputs/judgments/<dataset>/<judge>__<model>.parquet')
+    x.add_argument('--model', required=True); x.add_argument('--out', help='default: outputs/judgments/<dataset>/<judge>__<model>.parquet (with a manifest row)')
+    x.add_argument('--replace', action='store_true', help='overwrite an existing judgments file (refused otherwise)')
     x.set_defaults(fn=_judgments_import)
     x = sub.add_parser('sweep', help='run a sweep file (configs/*.yaml) with Snakemake: executed notebooks in papermill_runs/, outputs in outputs/<run>/',
                        description='Compile a sweep file into a Snakemake workflow and execute the runs that are not current. Exit status: 0 all ran, '
@@ -184,6 +187,6 @@ def main(argv=None)->int:
     try: return a.fn(a)
     except (S.ConfigError, S.SweepLocked) as e:
         print(f"error: {e}", file=sys.stderr); return 2
-    except (D.UnknownDatasetError, D.ChecksumError, D.MissingDataError, D.DataError, JM.JudgmentImportError, KeyError, FileNotFoundError) as e:
+    except (D.UnknownDatasetError, D.ChecksumError, D.MissingDataError, D.DataError, JM.JudgmentImportError, KeyError, FileNotFoundError, FileExistsError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         print(f"error: {msg}", file=sys.stderr); return 2

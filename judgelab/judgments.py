@@ -4,17 +4,18 @@
 
 # %% ../nbs/01a_judgments.ipynb #d1c6a8f4
 from __future__ import annotations
-import re, json
+import re, json, csv, io
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np, pandas as pd
-from .core import paths, record_manifest
+from .core import paths, record_manifest, sha256_file, _rel
 from .parse import in_range, range_failure, parse_rating, parse_labelled
 from .data import get_spec, load, raw_dir, DataError, _item_slug, _hanna_table, _hanna_col, _HANNA_DIMS
 
 # %% auto #0
 __all__ = ['JUDGMENT_COLUMNS', 'JUDGMENT_SOURCES', 'slug', 'judgments_path', 'save_judgments', 'JudgmentSource', 'list_judgments',
-           'load_judgments', 'judgment_scores', 'JudgmentImportError', 'import_judgments']
+           'load_judgments', 'judgment_scores', 'JudgmentImportError', 'check_judge_name', 'check_model_name',
+           'import_judgments', 'store_import']
 
 # %% ../nbs/01a_judgments.ipynb #0a4e7b19
 JUDGMENT_COLUMNS = ['item_id', 'dimension', 'judge', 'model', 'score', 'rationale', 'sample', 'parse_ok', 'failure']
@@ -249,21 +250,58 @@ def judgment_scores(j:pd.DataFrame)->pd.DataFrame:
 # %% ../nbs/01a_judgments.ipynb #c043635a
 class JudgmentImportError(ValueError): "A judgments file that does not fit its dataset."
 
+_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]{0,79}')
+
+def check_judge_name(name:str)->str:
+    "A judge name fit to be part of a file name: letters, digits, '.', '_', '-', at most 80, no '__' (it separates judge and model)."
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or '__' in name or name.strip('.') == '':
+        raise JudgmentImportError(f"judge name {name!r} cannot name a file: use letters, digits, '.', '_' and '-' (at most 80, starting with a "
+                                  f"letter or digit, no '__', no '/'), e.g. {slug(str(name)).replace('__', '_')[:80] or 'my_judge'!r}")
+    return name
+
+def check_model_name(name:str)->str:
+    "A model name: any printable text (a '/' stays in the judgments' `model` column; the file name uses its slug)."
+    if not isinstance(name, str) or not name.strip() or len(name) > 200 or not name.isprintable() or not slug(name).strip('.'):
+        raise JudgmentImportError(f"model name {name!r} must be printable text of 1-200 characters with at least one letter or digit")
+    return name
+
+def _read_rows(path)->pd.DataFrame:
+    "A CSV or JSONL file as a table; a row with too many or too few fields, or a line that is not JSON, is an error naming the row."
+    text = path.read_text(encoding='utf-8', errors='replace')
+    if not text.strip(): raise JudgmentImportError(f"{path}: the file is empty")
+    if path.suffix.lower() in ('.jsonl', '.json'):
+        rows, bad = [], []
+        for i, line in enumerate(text.splitlines(), 1):
+            if not line.strip(): continue
+            try: r = json.loads(line)
+            except ValueError as e: bad.append(f'line {i}: not JSON ({e})'); continue
+            if not isinstance(r, dict): bad.append(f'line {i}: not a JSON object'); continue
+            rows.append(dict(r, _row=i))
+        if bad: raise JudgmentImportError(f"{path}: {len(bad)} malformed line(s):\n  " + '\n  '.join(bad[:20]))
+        df = pd.DataFrame(rows)
+    else:
+        lines = list(csv.reader(io.StringIO(text)))
+        header = lines[0]; body = [(i, r) for i, r in enumerate(lines[1:], 2) if r]
+        if bad := [f'row {i}: {len(r)} fields, the header has {len(header)}' for i, r in body if len(r) != len(header)]:
+            raise JudgmentImportError(f"{path}: {len(bad)} row(s) with a wrong number of fields:\n  " + '\n  '.join(bad[:20]))
+        try: df = pd.read_csv(io.StringIO(text), dtype={'item_id': str}, keep_default_na=True, skip_blank_lines=True)
+        except Exception as e: raise JudgmentImportError(f"{path}: cannot be read as CSV ({e})") from None
+        df['_row'] = [i for i, _ in body]
+    if not len(df): raise JudgmentImportError(f"{path}: no judgments (a header without rows)")
+    return df
+
 def import_judgments(path:str|Path, # CSV or JSONL file
                      dataset:str, # dataset name
                      judge:str, # judge (method) name, e.g. 'my_prompt_v2'
-                     model:str, # model name, e.g. 'llama-3.3-70b'
+                     model:str, # model name, e.g. 'meta-llama/Llama-3.3-70B-Instruct'
                      max_listed:int=20, # offending rows listed per problem
                     )->pd.DataFrame:
     "A user's judgments file as a validated judgments table."
-    path = Path(path); ds = load(dataset)
+    path = Path(path); check_judge_name(judge); check_model_name(model); ds = load(dataset)
     if not path.exists(): raise FileNotFoundError(f"No judgments file {path}")
-    try:
-        if path.suffix.lower() in ('.jsonl', '.json'): df = pd.read_json(path, lines=path.suffix.lower() == '.jsonl')
-        else: df = pd.read_csv(path)
-    except Exception as e: raise JudgmentImportError(f"{path}: cannot be read as {path.suffix} ({e})") from None
+    df = _read_rows(path)
     missing = [c for c in ('item_id', 'dimension', 'score') if c not in df.columns]
-    if missing: raise JudgmentImportError(f"{path}: missing column(s) {missing}; found {list(df.columns)}")
+    if missing: raise JudgmentImportError(f"{path}: missing column(s) {missing}; found {[c for c in df.columns if c != '_row']}")
     df = df.copy(); df['item_id'] = df.item_id.astype(str)
     if 'sample' not in df: df['sample'] = 0
     if 'rationale' not in df: df['rationale'] = None
@@ -278,6 +316,8 @@ def import_judgments(path:str|Path, # CSV or JSONL file
         except KeyError: dims.append(None)
     df['dimension_'] = dims
     flag('unknown dimension', df.dimension_.isna())
+    sample = pd.to_numeric(df['sample'], errors='coerce')
+    flag('sample is not a non-negative integer', ~(sample.notna() & (sample >= 0) & (sample == sample.round())))
     sc = pd.to_numeric(df.score, errors='coerce')
     has_fail = df.failure.notna() & (df.failure.astype(str).str.strip() != '')
     flag('score is not a number', df.score.notna() & sc.isna())
@@ -285,17 +325,35 @@ def import_judgments(path:str|Path, # CSV or JSONL file
     lo = df.dimension_.map(lambda d: ds.dim(d).lo if isinstance(d, str) else np.nan)
     hi = df.dimension_.map(lambda d: ds.dim(d).hi if isinstance(d, str) else np.nan)
     flag('score outside the dimension scale', sc.notna() & df.dimension_.notna() & ~in_range(sc, lo, hi))
-    flag('duplicate (item_id, dimension, sample)', df.duplicated(['item_id', 'dimension_', 'sample'], keep=False) & df.dimension_.notna())
+    flag('duplicate (item_id, dimension, sample)', df.assign(sample=sample).duplicated(['item_id', 'dimension_', 'sample'], keep=False) & df.dimension_.notna())
     if problems:
         lines = [f"{path}: {sum(len(v) for v in problems.values())} problem(s) against dataset {ds.name!r}:"]
         for what, idx in problems.items():
-            shown = df.loc[idx[:max_listed], ['item_id', 'dimension', 'score']]
-            lines.append(f"- {what}: {len(idx)} row(s) (file rows {', '.join(str(i + 2 if path.suffix == '.csv' else i + 1) for i in idx[:max_listed])}"
-                         f"{' ...' if len(idx) > max_listed else ''})\n" + shown.to_string())
+            shown = df.loc[idx[:max_listed], [c for c in ('item_id', 'dimension', 'sample', 'score') if c in df]]
+            lines.append(f"- {what}: {len(idx)} row(s) (file {'lines' if 'json' in path.suffix.lower() else 'rows'} "
+                         f"{', '.join(str(i) for i in df._row[idx[:max_listed]])}{' ...' if len(idx) > max_listed else ''})\n" + shown.to_string())
         raise JudgmentImportError('\n'.join(lines))
     ok = sc.notna()
     j = pd.DataFrame(dict(item_id=df.item_id, dimension=df.dimension_, judge=judge, model=model, score=sc.astype(float),
-                          rationale=df.rationale, sample=df['sample'].astype(int), parse_ok=ok,
+                          rationale=df.rationale, sample=sample.astype(int), parse_ok=ok,
                           failure=np.where(ok, None, df.failure)))[JUDGMENT_COLUMNS]
     j.attrs['source'] = f'import:{path.name}'
     return j
+
+
+# %% ../nbs/01a_judgments.ipynb #d5146a89
+def store_import(path:str|Path, # the user's CSV or JSONL file
+                 dataset:str, judge:str, model:str, # as for `import_judgments`
+                 replace:bool=False, # overwrite an existing judgments file
+                )->tuple: # (judgments, the parquet path)
+    "Validate a user's judgments file and store it as `judgments_path(dataset, judge, model)`, with a manifest row; an existing file is kept unless `replace`."
+    j = import_judgments(path, dataset, judge, model); ds = load(dataset)
+    out = judgments_path(ds.name, judge, model)
+    if out.exists() and not replace:
+        raise FileExistsError(f"{_rel(out, paths.root)} exists (judge {judge!r}, model {model!r}): pass --replace (replace=True) to overwrite it, "
+                              f"or import under another judge name")
+    inputs = {_rel(path, paths.root): sha256_file(path), **{f'{ds.name}/{f}': h for f, h in ds.hashes.items()}}
+    p = save_judgments(j, ds.name, judge, model, dict(source=Path(path).name, dataset=ds.name, judge=judge, model=model, rows=len(j),
+                                                      failures=int((~j.parse_ok).sum())), inputs, notebook='judgelab judgments import')
+    return j, p
+
