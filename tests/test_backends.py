@@ -143,12 +143,15 @@ def test_retries_500_twice_then_succeeds(tmp_path):
         assert out[0].text == 'Score: 4' and len(seen) == 3 and seen[0]['model'] == 'm' and seen[0]['seed'] == 0
     finally: srv.shutdown()
 
-def test_400_fails_at_once_with_the_servers_message(tmp_path):
+def test_400_is_not_retried_and_is_recorded_with_the_servers_message(tmp_path):
     srv, seen = stub([400])
     try:
-        b = get_backend('openai', cache=GenerationCache(tmp_path/'c.sqlite'), base_url=f'http://127.0.0.1:{srv.server_port}/v1', model='m', backoff=0.01)
-        with pytest.raises(BackendError, match=r'HTTP 400\): stub says 400'): b.generate([Request(msgs('rate'))])
-        assert len(seen) == 1
+        cache = GenerationCache(tmp_path/'c.sqlite')
+        b = get_backend('openai', cache=cache, base_url=f'http://127.0.0.1:{srv.server_port}/v1', model='m', backoff=0.01)
+        out = b.generate([Request(msgs('rate'))])
+        assert len(seen) == 1 and out[0].text == '' and 'HTTP 400: stub says 400' in out[0].choices[0].error
+        assert len(cache) == 0 and b.last['failed'] == 1                    # never cached: the next run asks again
+        assert b.generate([Request(msgs('rate'))])[0].text == 'Score: 4' and len(seen) == 2
     finally: srv.shutdown()
 
 def test_api_key_is_sent_but_never_stored(tmp_path, monkeypatch):

@@ -169,3 +169,94 @@ def test_import_reports_a_jsonl_line_that_is_not_json(tmp_path, tmp_outputs):
     f = tmp_path/'s.jsonl'; f.write_text(json.dumps(dict(item_id=i, dimension='naturalness', score=2)) + '\n{"item_id": \n')
     r = run_cli('judgments', 'import', str(f), '--dataset', 'topical_chat', '--judge', 'mine', '--model', 'm')
     assert r.returncode == 2 and 'line 2: not JSON' in r.stderr, r.stderr
+
+# --- the OpenAI-compatible client: patient with what is temporary, precise about what is not -------------------------
+
+import http.server, threading, time
+from judgelab.models import get_backend
+from judgelab.llm import BackendError
+
+def scripted(script):
+    """A loopback chat-completions server: `script(n, body, headers)` -> (status, headers, bytes) for the n-th request
+    (0-based); the requests are recorded with their arrival times."""
+    seen = []
+    class H(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a): pass
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers['Content-Length'])))
+            seen.append((time.monotonic(), body, dict(self.headers)))
+            code, hdrs, data = script(len(seen) - 1, body, self.headers)
+            self.send_response(code)
+            for k, v in {'Content-Type': 'application/json', **hdrs}.items(): self.send_header(k, v)
+            self.send_header('Content-Length', str(len(data))); self.end_headers(); self.wfile.write(data)
+    srv = http.server.ThreadingHTTPServer(('127.0.0.1', 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, seen
+
+def ok(text='Rating: 2'):
+    return 200, {}, json.dumps(dict(choices=[dict(message=dict(role='assistant', content=text), finish_reason='stop')],
+                                    usage=dict(prompt_tokens=5, completion_tokens=3))).encode()
+def err(code, msg='no', **hdrs): return code, hdrs, json.dumps(dict(error=dict(message=msg))).encode()
+
+def _backend(srv, tmp_path, **kw):
+    return get_backend('openai', cache=GenerationCache(tmp_path/'c.sqlite'), base_url=f'http://127.0.0.1:{srv.server_port}/v1', model='m',
+                       backoff=0.01, **kw)
+
+def test_retry_after_is_honoured(tmp_path):
+    # before: Retry-After ignored (6 attempts spent in 8-15 s against a 429 asking for 4 s)
+    srv, seen = scripted(lambda n, b, h: err(429, 'slow down', **{'Retry-After': '1'}) if n < 2 else ok())
+    try:
+        out = _backend(srv, tmp_path).generate([Request([{'role': 'user', 'content': 'x'}])])
+        gaps = [b[0] - a[0] for a, b in zip(seen, seen[1:])]
+        assert out[0].text == 'Rating: 2' and len(seen) == 3 and min(gaps) >= 0.95, gaps
+    finally: srv.shutdown()
+
+@pytest.mark.parametrize('code, tries', [(408, 3), (409, 3), (429, 3), (502, 3), (404, 1), (422, 1), (401, 1)])
+def test_which_statuses_are_retried(tmp_path, code, tries):
+    srv, seen = scripted(lambda n, b, h: err(code) if n < 2 else ok())
+    try:
+        c = _backend(srv, tmp_path, max_retries=4).generate([Request([{'role': 'user', 'content': 'x'}])])[0].choices[0]
+        assert len(seen) == tries and (c.error is None) == (tries == 3)
+    finally: srv.shutdown()
+
+def test_one_refused_request_is_a_row_failure_and_the_run_completes(tmp_path, tmp_outputs):
+    # before: one non-retryable 4xx failed the whole run, and the rerun failed again at the same item
+    from judgelab.methods import run
+    from judgelab.data import load
+    ds = load('topical_chat'); bad = ds.items.item_id.iloc[1]
+    bad_text = ds.items.set_index('item_id').loc[bad, 'output']
+    srv, seen = scripted(lambda n, b, h: err(400, 'context length exceeded') if bad_text in b['messages'][-1]['content'] else ok())
+    try:
+        b = _backend(srv, tmp_path)
+        items = list(ds.items.item_id[:4])
+        j = run('analyze_rate', ds, b, dims=['naturalness'], items=items, progress=False).set_index('item_id')
+        assert len(j) == 4 and j.parse_ok.sum() == 3
+        assert not j.loc[bad, 'parse_ok'] and 'HTTP 400: context length exceeded' in j.loc[bad, 'failure']
+        assert 'request failed' in j.loc[bad, 'failure'] and b.stats['failed'] == 1
+        n = len(seen); run('analyze_rate', ds, b, dims=['naturalness'], items=items, progress=False)
+        assert len(seen) == n + 1                                         # the rerun asks only for the refused request
+    finally: srv.shutdown()
+
+@pytest.mark.parametrize('body, what', [(b'<html>502 Bad Gateway</html>', 'not JSON'), (b'{"choices": []}', 'no choices'),
+                                        (b'{"id": "x"}', 'no choices'), (b'[1, 2]', 'unexpected JSON')])
+def test_a_malformed_response_names_the_url_and_the_request(tmp_path, body, what):
+    # before: a bare JSONDecodeError / IndexError / KeyError with no URL
+    srv, seen = scripted(lambda n, b, h: (200, {}, body))
+    try:
+        url = f'http://127.0.0.1:{srv.server_port}/v1/chat/completions'
+        with pytest.raises(BackendError, match=re.escape(f'{url}: malformed response to request 0 ({what})')):
+            _backend(srv, tmp_path).generate([Request([{'role': 'user', 'content': 'x'}])])
+    finally: srv.shutdown()
+
+def test_a_server_that_echoes_the_api_key_cannot_leak_it(tmp_path, monkeypatch):
+    # before: the server's error text, key included, was copied into the failure, the log and the sweep summary
+    monkeypatch.setenv('MY_KEY', 'sk-live-abcdef123456')
+    srv, seen = scripted(lambda n, b, h: err(403 if n == 0 else 500, f"bad key {h['Authorization']} (sk-live-abcdef123456)"))
+    try:
+        b = _backend(srv, tmp_path, api_key_env='MY_KEY', max_retries=1)
+        c = b.generate([Request([{'role': 'user', 'content': 'x'}])])[0].choices[0]
+        assert seen[0][2]['Authorization'] == 'Bearer sk-live-abcdef123456'                  # sent
+        assert 'sk-live' not in c.error and '[REDACTED]' in c.error, c.error
+        with pytest.raises(BackendError) as e: b.generate([Request([{'role': 'user', 'content': 'y'}])])
+        assert 'sk-live' not in str(e.value) and '[REDACTED]' in str(e.value)
+    finally: srv.shutdown()
