@@ -62,14 +62,19 @@ class LlamaCppBackend(Backend):
                  n_batch:int=512, # prompt tokens evaluated per step
                  reorder:bool=True, # run requests sharing a prompt prefix back to back (KV-cache reuse)
                  verbose:bool=False):
+        self.validate(n_ctx=n_ctx, n_batch=n_batch)
         self.model_path = Path(model_path) if model_path else embedded_model_path()
         if not self.model_path.is_file(): raise BackendError(f"No GGUF model file at {self.model_path}")
         if importlib.util.find_spec('llama_cpp') is None:
             raise BackendError("llama-cpp-python is not installed: `pip install llama-cpp-python==0.3.36` (`make venv` builds it)")
-        if n_ctx < 256 or n_batch < 1: raise ValueError(f"n_ctx must be >= 256 and n_batch >= 1 (got {n_ctx}, {n_batch})")
         self.model_id, self.n_ctx, self.n_batch, self.reorder, self.verbose = model_id, n_ctx, n_batch, reorder, verbose
         self.n_threads = n_threads or int(os.environ.get('JUDGELAB_LLAMA_THREADS', 0)) or os.cpu_count() or 1   # the env var: parallel test workers
         self._llm = {}; self._lock = threading.Lock()
+    @staticmethod
+    def validate(n_ctx=4096, n_batch=512, **_):
+        "Option values checked before anything is built (the sweep checks a sweep file with it)."
+        if not (isinstance(n_ctx, int) and n_ctx >= 256 and isinstance(n_batch, int) and n_batch >= 1):
+            raise ValueError(f"n_ctx must be an integer >= 256 and n_batch >= 1 (got {n_ctx!r}, {n_batch!r})")
     def identity(self):
         if self.model_id: return self.model_id
         name = EMBEDDED_NAME if self.model_path.name == EMBEDDED_FILE else self.model_path.stem
@@ -193,12 +198,16 @@ class OpenAIBackend(Backend):
                  backoff:float=0.5, # first backoff in seconds (doubles, with jitter, capped at 30 s; a Retry-After header wins, up to 120 s)
                  constraint_style:str='vllm', # how choice/regex/grammar are sent: 'vllm', 'llamacpp' or 'none'
                 ):
-        if not re.match(r'^https?://', str(base_url)): raise ValueError(f"base_url must start with http:// or https://, not {base_url!r}")
-        if constraint_style not in ('vllm', 'llamacpp', 'none'): raise ValueError(f"constraint_style must be vllm, llamacpp or none, not {constraint_style!r}")
-        if concurrency < 1 or max_retries < 0 or timeout <= 0: raise ValueError("concurrency >= 1, max_retries >= 0 and timeout > 0 please")
+        self.validate(base_url=base_url, constraint_style=constraint_style, concurrency=concurrency, max_retries=max_retries, timeout=timeout)
         self.base_url, self.model, self.model_id, self.revision = base_url.rstrip('/'), model, model_id, revision
         self.api_key_env, self.concurrency, self.timeout, self.max_retries, self.backoff = api_key_env, concurrency, timeout, max_retries, backoff
         self.constraint_style = constraint_style
+    @staticmethod
+    def validate(base_url='http://', constraint_style='vllm', concurrency=8, max_retries=5, timeout=120, **_):
+        "Option values checked before anything is built (the sweep checks a sweep file with it)."
+        if not re.match(r'^https?://', str(base_url)): raise ValueError(f"base_url must start with http:// or https://, not {base_url!r}")
+        if constraint_style not in ('vllm', 'llamacpp', 'none'): raise ValueError(f"constraint_style must be vllm, llamacpp or none, not {constraint_style!r}")
+        if concurrency < 1 or max_retries < 0 or timeout <= 0: raise ValueError("concurrency >= 1, max_retries >= 0 and timeout > 0 please")
     def identity(self): return self.model_id or (f'{self.model}@{self.revision}' if self.revision else self.model)
     def check_request(self, r):
         if self.constraint_style == 'none' and (r.choice or r.regex or r.grammar): raise RequestError("this server takes no constraints (constraint_style='none')")

@@ -183,12 +183,13 @@ def _download(url, dest, desc):
         with tqdm(total=total, unit='B', unit_scale=True, desc=desc, leave=False) as bar:
             for b in iter(lambda: r.read(1<<16), b''): out.write(b); bar.update(len(b))
 
-def _check(path, f, name):
+def _check(path, f, name, source=None):
+    "The file's sha256 against the registry; the error names `source` (where the bytes came from: a mirror file, a URL) when given."
     if f.sha256 is None: return
     got = sha256_file(path)
     if got != f.sha256:
         raise ChecksumError(f"Checksum mismatch for {name}/{f.path}: expected sha256 {f.sha256}, got {got} "
-                            f"(file {path}). The file is not the registered one; nothing was written to data/raw.")
+                            f"(from {source or path}). The file is not the registered one; nothing was written to data/raw.")
 
 def _fetch_file(name, f, mirror, force):
     dest = raw_dir(name)/f.path
@@ -205,7 +206,7 @@ def _fetch_file(name, f, mirror, force):
             except Exception as e:
                 where = f" and not in the mirror {mirror}" if mirror else " and no local mirror is set (JUDGELAB_DATA_MIRROR)"
                 raise MissingDataError(f"Could not fetch {name}/{f.path}: download from {f.url} failed ({e}){where}.") from None
-        _check(tmp, f, name)
+        _check(tmp, f, name, src if src is not None else f.url)
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(tmp, dest)     # a rename on the same file system
     finally:

@@ -17,14 +17,19 @@ BACKENDS = dict(llamacpp=LlamaCppBackend, openai=OpenAIBackend, vllm=VLLMBackend
 
 def check_backend(name:str|None, # a provider name (None: 'llamacpp')
                   options:dict|None=None, # the provider's options
+                  complete:bool=False, # the options are all there will be: a required one missing (or empty) is an error
                  )->str: # the provider name
-    "Fail before anything is built: `ValueError` for an unknown provider, `TypeError` naming misspelt options."
+    "Fail before anything is built: `ValueError` for an unknown provider, a missing required option or a bad value, `TypeError` naming misspelt options."
     name = name or 'llamacpp'
     if name not in BACKENDS: raise ValueError(f"Unknown backend {name!r}; backends: {', '.join(BACKENDS)}")
     sig = inspect.signature(BACKENDS[name].__init__).parameters
     has_kw = any(p.kind == p.VAR_KEYWORD for p in sig.values())
     bad = [k for k in (options or {}) if (k not in sig or k == 'self') and not has_kw]
     if bad: raise TypeError(f"Unknown option(s) {bad} for backend {name!r}; options: {', '.join(p for p in sig if p != 'self')}")
+    if complete and (need := [p for p, v in sig.items() if p != 'self' and v.default is v.empty and v.kind != v.VAR_KEYWORD
+                              and (options or {}).get(p) in (None, '')]):
+        raise ValueError(f"backend {name!r} needs {' and '.join(need)}" + (" (e.g. base_url: http://127.0.0.1:8000/v1)" if 'base_url' in need else ''))
+    if hasattr(BACKENDS[name], 'validate'): BACKENDS[name].validate(**{k: v for k, v in (options or {}).items() if v not in (None, '')})
     return name
 
 def get_backend(name:str|None=None, # 'llamacpp' (default, embedded), 'openai' or 'vllm'

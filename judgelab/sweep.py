@@ -230,7 +230,9 @@ def _check_value(err, key, value, at, declared, params):
             try: check_options(m['method'], m.get('options'))
             except (ValueError, TypeError) as e: err(at, str(e).replace('Unknown', 'unknown', 1))
     if key in ('backend', 'backend_options') and (key == 'backend' or isinstance(value, dict)):
-        try: check_backend(params.get('backend'), params.get('backend_options') if isinstance(params.get('backend_options'), dict) else {})
+        b, bo = params.get('backend'), params.get('backend_options') if isinstance(params.get('backend_options'), dict) else {}
+        top = dict(model=params.get('model', '')) if b == 'vllm' else (dict(model=params.get('model', ''), base_url=params.get('base_url', '')) if b == 'openai' else {})
+        try: check_backend(b, {**top, **bo}, complete=True)      # the options the templates build the backend with
         except (ValueError, TypeError) as e: err(at, str(e).replace('Unknown', 'unknown', 1))
 
 def parse_assignments(items)->dict:

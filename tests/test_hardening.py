@@ -260,3 +260,25 @@ def test_a_server_that_echoes_the_api_key_cannot_leak_it(tmp_path, monkeypatch):
         with pytest.raises(BackendError) as e: b.generate([Request([{'role': 'user', 'content': 'y'}])])
         assert 'sk-live' not in str(e.value) and '[REDACTED]' in str(e.value)
     finally: srv.shutdown()
+
+# --- the smaller items -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize('name, options, message', [
+    ('llamacpp', dict(n_ctx=10), 'n_ctx must be an integer >= 256'),              # before: passed, failed when the model loaded
+    ('openai', dict(model='m'), "backend 'openai' needs base_url"),                  # before: passed, failed 15 s into the run
+    ('openai', dict(model='m', base_url='127.0.0.1:8000'), 'base_url must start with http'),
+    ('openai', dict(model='m', base_url='http://127.0.0.1:8000/v1', concurrency=0), 'concurrency >= 1'),
+])
+def test_backend_options_are_checked_before_anything_is_built(name, options, message):
+    from judgelab.models import check_backend
+    with pytest.raises(ValueError, match=message): check_backend(name, options, complete=True)
+
+def test_a_corrupted_mirror_file_is_named_in_the_error(tmp_path, monkeypatch):
+    # before: the error named the deleted staging '.part' file instead of the mirror file
+    from judgelab import data as D
+    spec = D.get_spec('qags'); f = spec.files[0]
+    mirror = tmp_path/'mirror'; (mirror/'qags'/'raw').mkdir(parents=True); bad = mirror/'qags'/'raw'/Path(f.path).name
+    bad.write_text('not the file')
+    monkeypatch.setenv('JUDGELAB_RAW', str(tmp_path/'raw'))
+    with pytest.raises(D.ChecksumError) as e: D.fetch('qags', mirror=mirror, force=True)
+    assert str(bad) in str(e.value) and '.part' not in str(e.value), str(e.value)

@@ -219,6 +219,8 @@ experiments:
     (lambda t: t + "  judge:\n    template: nbs/experiments/t_judge.ipynb\n", "bad.yaml:12: key 'judge' given twice (first on line 4)"),
     (lambda t: t.replace('nbs/experiments/corrgap_audit.ipynb', 'settings.ini'), "bad.yaml:10: template 'settings.ini' cannot be read"),
     (lambda t: t.replace("    grid: {dataset: [topical_chat]}\n", "    grid: []\n"), "bad.yaml:11: experiment 'audit' expands to no run"),
+    (lambda t: t.replace('backend: llamacpp', 'backend: openai, model: m'), "bad.yaml:2: backend 'openai' needs base_url"),   # before: failed 15 s into the run
+    (lambda t: t.replace('backend: llamacpp', 'backend: vllm'), "bad.yaml:2: backend 'vllm' needs model"),
 ])
 def test_bad_config_is_rejected_with_its_line(repo, edit, message):
     cfg = repo/'bad.yaml'; cfg.write_text(edit(BAD))
