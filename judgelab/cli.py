@@ -65,8 +65,14 @@ def _data_info(a):
     for d in spec.dims:
         print(f"    {d.name} [{d.label}] scale {d.lo:g}..{d.hi:g}" + (f" step {d.step:g}" if d.step else " (continuous)"))
         print(textwrap.fill(d.definition, 100, initial_indent='      ', subsequent_indent='      '))
-    print("  files:")
-    for f in spec.files: print(f"    {f.path}  sha256 {f.sha256 or '(not pinned)'}\n      {f.url}")
+    where = D.raw_dir(spec.name)
+    print(f"  files (they go to {S._show(where)}/):")
+    for f in spec.files:
+        print(f"    {f.path}  {'present' if (where/f.path).exists() else 'missing'}, sha256 {f.sha256 or '(not pinned)'}\n      {f.url}")
+    if not D.available(spec.name):
+        print(textwrap.fill(D._seahorse_help() if spec.name == 'seahorse' else
+                            f"Not here yet: `judgelab data fetch {spec.name}` downloads them (or copies them from $JUDGELAB_DATA_MIRROR) and checks their sha256.",
+                            100, initial_indent='  to get them: ', subsequent_indent='    ', break_long_words=False, break_on_hyphens=False))
     return 0
 
 def _judgments_list(a):

@@ -282,3 +282,9 @@ def test_a_corrupted_mirror_file_is_named_in_the_error(tmp_path, monkeypatch):
     monkeypatch.setenv('JUDGELAB_RAW', str(tmp_path/'raw'))
     with pytest.raises(D.ChecksumError) as e: D.fetch('qags', mirror=mirror, force=True)
     assert str(bad) in str(e.value) and '.part' not in str(e.value), str(e.value)
+
+def test_data_info_says_where_the_files_of_a_missing_dataset_go():
+    # before: `judgelab data info seahorse` listed URLs but not where the files must be put
+    r = run_cli('data', 'info', 'seahorse', check=True)
+    assert 'they go to data/raw/seahorse/' in r.stdout and 'seahorse_data/train.tsv  missing' in r.stdout
+    assert 'to get them: Seahorse is not available' in r.stdout and 'seahorse_data.zip' in r.stdout
