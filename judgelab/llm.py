@@ -31,6 +31,8 @@ class Request:
     choice: list|None = None            # constrain the output to one of these strings
     regex: str|None = None              # constrain the output to this regex (vllm, vllm serve)
     grammar: str|None = None            # constrain the output with a llama.cpp GBNF grammar (llamacpp, llama.cpp server)
+    continue_final: bool = False        # continue the final (assistant) message instead of opening a new turn (a prefilled answer)
+    chat_options: dict|None = None      # chat-template switches, e.g. {'enable_thinking': False} for Qwen3 (vLLM/servers: chat_template_kwargs)
     meta: dict = field(default_factory=dict)   # tracing only (item_id, dimension, ...): not in the cache key
 
     def validate(self):
@@ -50,6 +52,9 @@ class Request:
         if sum(x is not None for x in (self.choice, self.regex, self.grammar)) > 1: raise RequestError("give at most one of choice, regex, grammar")
         if self.choice is not None and (not self.choice or not all(isinstance(c, str) and c for c in self.choice)):
             raise RequestError("choice must be a non-empty list of non-empty strings")
+        if self.continue_final and self.messages[-1].get('role') != 'assistant': raise RequestError("continue_final needs an assistant message last")
+        if self.chat_options is not None and not (isinstance(self.chat_options, dict) and all(isinstance(k, str) for k in self.chat_options)):
+            raise RequestError(f"chat_options must be a dict with string keys, not {self.chat_options!r}")
         if self.regex is not None:
             try: re.compile(self.regex)
             except re.error as e: raise RequestError(f"regex does not compile: {e}") from None
@@ -57,8 +62,11 @@ class Request:
 
     def sampling(self)->dict:
         "The sampling parameters that define the output distribution (part of the cache key)."
-        return dict(max_tokens=self.max_tokens, temperature=float(self.temperature), top_p=float(self.top_p), stop=list(self.stop),
-                    logprobs=bool(self.logprobs), top_logprobs=int(self.top_logprobs), choice=self.choice, regex=self.regex, grammar=self.grammar)
+        d = dict(max_tokens=self.max_tokens, temperature=float(self.temperature), top_p=float(self.top_p), stop=list(self.stop),
+                 logprobs=bool(self.logprobs), top_logprobs=int(self.top_logprobs), choice=self.choice, regex=self.regex, grammar=self.grammar)
+        if self.continue_final: d['continue_final'] = True          # only when set: the keys of every other request stay as they were
+        if self.chat_options: d['chat_options'] = dict(self.chat_options)
+        return d
 
 def sample_seed(seed:int|None, sample:int)->int|None:
     "The seed of sample `sample` of a request with base `seed` (None stays None)."

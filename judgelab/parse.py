@@ -10,8 +10,8 @@ import numpy as np
 
 # %% auto #0
 __all__ = ['NO_SCORE', 'OUT_OF_RANGE', 'CONFLICT', 'TRUNCATED', 'EMPTY', 'in_range', 'range_failure', 'Parsed', 'parse_score',
-           'score_position', 'geval_score', 'geval_from_samples', 'parse_checklist', 'checklist_score', 'parse_rating',
-           'parse_labelled']
+           'score_position', 'geval_score', 'geval_from_samples', 'parse_checklist', 'checklist_score',
+           'strip_thinking', 'parse_rating', 'parse_labelled']
 
 # %% ../nbs/04_parse.ipynb #2c85afe4
 NO_SCORE, OUT_OF_RANGE, CONFLICT, TRUNCATED, EMPTY = 'no score found', 'out of range', 'conflicting scores', 'truncated at the token cap', 'empty output'
@@ -152,6 +152,13 @@ def checklist_score(parsed:dict)->float:
     "Proportion of yes among answered questions; NaN if none answered."
     a = parsed['answers']
     return float(np.mean(list(a.values()))) if a else float('nan')
+
+# %% ../nbs/04_parse.ipynb #dd343062
+_THINK = re.compile(r'<think>.*?(?:</think>|\Z)', re.S | re.I)
+
+def strip_thinking(text:str|None)->str:
+    "`text` without its `<think>` blocks (an unclosed one runs to the end)."
+    return _THINK.sub('', text or '').strip()
 
 # %% ../nbs/04_parse.ipynb #65aa5e7b
 _RATING_NUM = r'([0-9]+(?:\.[0-9]+)?)'
