@@ -61,6 +61,8 @@ def _data_info(a):
     if spec.notes: print(textwrap.fill(spec.notes, 100, initial_indent='  notes: ', subsequent_indent='    '))
     print(textwrap.fill(f"{spec.quality_threshold} ({spec.quality_source})", 100,
                         initial_indent='  CorrGap quality-group threshold: ', subsequent_indent='    '))
+    print(f"  alt-test: epsilon {spec.alt_test_epsilon:g}, raters = {spec.alt_test_raters}")
+    if spec.alt_test_caveat: print(textwrap.fill(spec.alt_test_caveat, 100, initial_indent='  alt-test caveat: ', subsequent_indent='    '))
     print("  dimensions (paper order):")
     for d in spec.dims:
         print(f"    {d.name} [{d.label}] scale {d.lo:g}..{d.hi:g}" + (f" step {d.step:g}" if d.step else " (continuous)"))

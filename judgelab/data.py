@@ -64,6 +64,9 @@ class DatasetSpec:
     optional: bool = False    # not mirrored here; load() explains how to get it
     quality_threshold: object = 'median'   # CorrGap quality groups: a number, {dim: number}, or 'median' (per-target median human mean)
     quality_source: str = QUALITY_SOURCE   # where the threshold comes from
+    alt_test_epsilon: float = 0.2          # alt-test margin for these annotators (SPEC: experts 0.2, skilled 0.15, crowd 0.1)
+    alt_test_raters: str = 'annotators'    # alt-test 'annotators' (the stored ids) or 'slots' (an item's k-th rating is rater k)
+    alt_test_caveat: str = ''              # why passing the alt-test here does not mean replacing a person (shown beside every alt-test table)
     def dim(self, name):
         "The dimension called `name` (or one of its aliases)."
         key = _norm(name)
@@ -125,6 +128,8 @@ def read_spec(path:str|Path)->tuple: # (DatasetSpec, its `order` or None)
     names = [x.name for x in spec.dims]
     if dup := sorted({n for n in names if names.count(n) > 1}): raise RegistryError(f"{path}: dimension(s) {dup} given twice")
     if bad := [x.name for x in spec.dims if not x.lo < x.hi]: raise RegistryError(f"{path}: dimension(s) {bad} need lo < hi")
+    if spec.alt_test_raters not in ('annotators', 'slots'): raise RegistryError(f"{path}: alt_test_raters must be 'annotators' or 'slots', not {spec.alt_test_raters!r}")
+    if not 0 < spec.alt_test_epsilon < 1: raise RegistryError(f"{path}: alt_test_epsilon must be in (0, 1), not {spec.alt_test_epsilon!r}")
     qt = spec.quality_threshold
     if (isinstance(qt, str) and qt != 'median') or (isinstance(qt, dict) and not set(qt) <= set(names)):
         raise RegistryError(f"{path}: quality_threshold must be a number, {{dimension: number}} or 'median', not {qt!r}")

@@ -6,35 +6,21 @@
 from __future__ import annotations
 import warnings
 import numpy as np, pandas as pd
-from sklearn.linear_model import LinearRegression
-from sklearn.tree import DecisionTreeRegressor
-from sklearn.ensemble import RandomForestRegressor
-from sklearn.neural_network import MLPRegressor
 import json, re, yaml
 from pathlib import Path
 from . import data as D
 from .core import paths, _rel, record_manifest
 from .prompts import load_prompt, item_variables, scale_text
 from .parse import parse_score
-from .stats import round_to_scale, corr, alt_test, split_indices
+from .stats import round_to_scale, corr, alt_test, split_indices, REGRESSOR_ORDER, make_regressor
 from .judgments import slug
 from .judges import judgment_row, icl_examples, typed_judgments
 
 # %% auto #0
-__all__ = ['REGRESSOR_ORDER', 'make_regressor', 'feature_columns', 'evaluate_regressor', 'best_regressor', 'parse_criteria',
-           'generic_criteria', 'decompose_criteria', 'decomposition', 'aggregate']
+__all__ = ['feature_columns', 'evaluate_regressor', 'best_regressor', 'parse_criteria', 'generic_criteria',
+           'generated_generic_criteria', 'decompose_criteria', 'decomposition', 'aggregate']
 
 # %% ../nbs/09_decompose.ipynb #8975face
-REGRESSOR_ORDER = ('LR', 'DT', 'RF', 'MLP')
-
-def make_regressor(name:str, seed:int=0):
-    "A fresh sklearn regressor with the defaults of SPEC §5."
-    if name == 'LR': return LinearRegression()
-    if name == 'DT': return DecisionTreeRegressor(random_state=seed)
-    if name == 'RF': return RandomForestRegressor(n_estimators=100, random_state=seed)
-    if name == 'MLP': return MLPRegressor(hidden_layer_sizes=(100,), random_state=seed)
-    raise ValueError(f"regressor must be one of {REGRESSOR_ORDER}, not {name!r}")
-
 def feature_columns(children:dict, # {L1 criterion: [its sub-criterion columns]}
                     target:str, mode:str='vertical', # 'vertical' or 'horizontal'
                     plus_l1:str|None=None, # column of the direct L1 prediction to add ("+ L1")
@@ -93,9 +79,24 @@ def generic_criteria()->list:
     d = yaml.safe_load((paths.data/'decompositions'/'generic_criteria.yaml').read_text())
     return [f'{k}: {v}' for k, v in d['criteria'].items()]
 
-def decompose_criteria(ds, dims, backend, variant:str='hd_eval', k:int=4, k3:int=2, icl:int=5, seed:int=0, progress=True)->dict:
-    "{L1: [leaf sub-criteria 'name: description']} for a decomposition variant (LLM calls batched per level)."
-    if variant == 'l1_agnostic': return {d: generic_criteria() for d in dims}
+def generated_generic_criteria(ds, backend, k:int=10, seed:int=0, progress=True)->tuple:
+    "(criteria, dropped): `k` generic quality criteria the LLM writes for the dataset's kind of text; those named after a dimension are dropped."
+    t = load_prompt('decompose'); what = ds.spec.output_label.lower()
+    r = t.request(meta=dict(dimension='(generic)', k=k), max_tokens=40*k + 40, temperature=0.0, seed=seed, dimension_label=f'Overall quality of the {what}',
+                  definition=f'Any property that makes a {what} better or worse, stated generally (do not use the names of specific evaluation criteria).',
+                  output_label=ds.spec.output_label, lo='1', hi='5', k=k, parent='', examples=[], step='', previous=[])
+    crit = parse_criteria(backend.generate([r], progress=progress)[0].text)[:k]
+    named = lambda c: any(_key(c.split(':')[0]) in {_key(d.name), _key(d.label), *map(_key, d.aliases)} for d in ds.spec.dims)
+    return [c for c in crit if not named(c)], [c for c in crit if named(c)]
+
+def _key(s): return re.sub(r'[^a-z0-9]', '', str(s).lower())
+
+def decompose_criteria(ds, dims, backend, variant:str='hd_eval', k:int=4, k3:int=2, icl:int=5, seed:int=0, progress=True,
+                       generic:str='generate', k_generic:int=10)->dict:
+    "{L1: [sub-criteria 'name: description']} for a decomposition variant (LLM calls batched per level)."
+    if variant == 'l1_agnostic':
+        crit = generic_criteria() if generic == 'file' else generated_generic_criteria(ds, backend, k_generic, seed, progress)[0]
+        return {d: list(crit) for d in dims}
     t = load_prompt('decompose'); var = lambda d, **kw: dict(dimension_label=ds.dim(d).label, definition=ds.dim(d).definition,
         output_label=ds.spec.output_label, lo=f'{ds.dim(d).lo:g}', hi=f'{ds.dim(d).hi:g}', k=k, parent='', examples=[], step='', previous=[], **kw)
     gen = lambda reqs: [parse_criteria(c.text)[:r.meta.get('k', k)] for r, c in zip(reqs, backend.generate(reqs, progress=progress))]   # at most k each
@@ -113,18 +114,27 @@ def decompose_criteria(ds, dims, backend, variant:str='hd_eval', k:int=4, k3:int
     pairs = [(d, c) for d in dims for c in l2[d]]
     l3 = gen([mk(d, parent=c.split(':')[0], k=k3, dimension_label=c.split(':')[0], definition=c.split(':', 1)[-1].strip()) for d, c in pairs])
     out = {d: [] for d in dims}
-    for (d, c), kids in zip(pairs, l3): out[d] += kids or [c]      # an L2 the model did not split stays a leaf
-    return out
+    for (d, c), kids in zip(pairs, l3): out[d] += [c] + [x for x in kids if x.split(':')[0].strip().lower() != c.split(':')[0].strip().lower()]
+    return out                                                      # every L2 and its L3 children are features
 
-def decomposition(ds, its, dims, backend, variant:str='hd_eval', k:int=4, k3:int=2, icl:int=5, max_tokens:int=48, seed:int=0, progress=True):
+def decomposition(ds, its, dims, backend, variant:str='hd_eval', k:int=4, k3:int=2, icl:int=5, max_tokens:int=48, seed:int=0, progress=True,
+                  generic:str='generate', # l1_agnostic: 'generate' (the LLM writes them) or 'file' (the 25 hand-written ones)
+                  k_generic:int=10, # l1_agnostic: generic criteria the LLM writes
+                 ):
     "Sub-criterion scores of a decomposition variant: one row per (item, L1, sub-criterion)."
-    tree = decompose_criteria(ds, dims, backend, variant, k, k3, icl, seed, progress)
+    if generic not in ('generate', 'file'): raise ValueError(f"generic must be 'generate' or 'file', not {generic!r}")
+    if k_generic < 1: raise ValueError(f"k_generic must be >= 1, not {k_generic}")
+    if variant == 'l1_agnostic' and generic == 'generate':       # one request; what the LLM named after a dimension is recorded
+        crit, dropped = generated_generic_criteria(ds, backend, k_generic, seed, progress); tree = {d: list(crit) for d in dims}
+    else: tree, dropped = decompose_criteria(ds, dims, backend, variant, k, k3, icl, seed, progress, generic, k_generic), []
     failed = [d for d in dims if not tree[d]]      # no parseable sub-criterion: the L1 itself is used, and this is recorded
     for d in failed: tree[d] = [f'{ds.dim(d).label}: {ds.dim(d).definition}']
     out = paths.decompositions/ds.name/f'{variant}__{slug(backend.identity())}.yaml'; out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(yaml.safe_dump(dict(dataset=ds.name, variant=variant, model=backend.identity(), k=k, k3=k3, seed=seed, criteria=tree,
-                                       failed_decompositions=failed), sort_keys=False, allow_unicode=True))
-    record_manifest([out], parameters=dict(dataset=ds.name, variant=variant, model=backend.identity(), dims=list(dims), k=k, k3=k3, icl=icl, seed=seed),
+                                       failed_decompositions=failed, **(dict(generic=generic, k_generic=k_generic, dropped_l1_named=dropped)
+                                                                         if variant == 'l1_agnostic' else {})), sort_keys=False, allow_unicode=True))
+    record_manifest([out], parameters=dict(dataset=ds.name, variant=variant, model=backend.identity(), dims=list(dims), k=k, k3=k3, icl=icl, seed=seed,
+                                           **(dict(generic=generic, k_generic=k_generic) if variant == 'l1_agnostic' else {})),
                     inputs={f'{ds.name}/{f}': h for f, h in ds.hashes.items()})
     if failed: warnings.warn(f"decomposition ({variant}) gave no parseable sub-criterion for {failed}: the L1 criterion is its only feature (recorded in {_rel(out, paths.root)})")
     t = load_prompt('subcriterion_score'); reqs = []

@@ -4,7 +4,7 @@
 
 # %% ../nbs/07_judges.ipynb #0044f950
 from __future__ import annotations
-import re, json, math
+import re, json, math, warnings
 import numpy as np, pandas as pd
 from . import data as D
 from .llm import Backend, Request
@@ -12,7 +12,7 @@ from .models import get_backend
 from .prompts import load_prompt, item_variables
 from .parse import Parsed, NO_SCORE, parse_score, geval_score, geval_from_samples, score_position, strip_thinking
 from .judgments import JUDGMENT_COLUMNS, judgment_scores
-from .stats import round_to_scale, split_indices
+from .stats import round_to_scale, split_indices, make_regressor
 
 # %% auto #0
 __all__ = ['EXTRA_COLUMNS', 'select_items', 'resolve', 'judgment_row', 'typed_judgments', 'to_table', 'summarize',
@@ -174,9 +174,10 @@ def direct(ds, its, dims, backend, template:str='direct', icl:int=0, temperature
     return j
 
 # %% ../nbs/07_judges.ipynb #fcfd2a18
-def direct_regressor(j:pd.DataFrame, dataset, seed:int=0)->pd.DataFrame:
-    "Judgments of the test half from a LinearRegression (judge score -> human mean) fitted on the training half."
-    from sklearn.linear_model import LinearRegression
+def direct_regressor(j:pd.DataFrame, dataset, seed:int=0,
+                     regressor:str='LR', # one of `stats.REGRESSOR_ORDER`: the paper picks the best as for decomposition
+                    )->pd.DataFrame:
+    "Judgments of the test half from a one-feature regressor (judge score -> human mean) fitted on the training half."
     sc = judgment_scores(j); hm = dataset.human_mean(); rows = []
     for (judge, model, dim), g in sc.groupby(['judge', 'model', 'dimension'], sort=False):
         g = g.set_index('item_id').reindex([i for i in dataset.items.item_id if i in set(g.item_id)])
@@ -184,11 +185,14 @@ def direct_regressor(j:pd.DataFrame, dataset, seed:int=0)->pd.DataFrame:
         x, y = g.score.values, hm[dim].reindex(g.index).values
         fit_rows = [i for i in tr if ok[i]]
         if len(fit_rows) < 2: raise ValueError(f"{judge}/{dim}: fewer than 2 parsed training items to fit the regressor")
-        m = LinearRegression().fit(x[fit_rows, None], y[fit_rows]); d = dataset.dim(dim)
+        m = make_regressor(regressor, seed); d = dataset.dim(dim)
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')   # MLP convergence warnings on tiny data
+            m.fit(x[fit_rows, None], y[fit_rows])
         for i in te:
             raw = float(m.predict([[x[i]]])[0]) if ok[i] else np.nan
-            rows.append(dict(item_id=g.index[i], dimension=dim, judge=f'{judge}_lr', model=model,
+            rows.append(dict(item_id=g.index[i], dimension=dim, judge=f'{judge}_{regressor.lower()}', model=model,
                              score=float(round_to_scale(raw, d.lo, d.hi, d.step or 1)) if ok[i] else np.nan, score_unrounded=raw,
                              rationale=None, sample=0, parse_ok=bool(ok[i]), failure=None if ok[i] else 'no parsed direct score',
-                             scoring=f'one-feature LinearRegression fitted on {len(fit_rows)} training items'))
+                             scoring=f'one-feature {regressor} fitted on {len(fit_rows)} training items'))
     return typed_judgments(rows)

@@ -10,12 +10,16 @@ import numpy as np, pandas as pd
 from scipy import stats as ss
 import krippendorff as _kd
 from sklearn.model_selection import train_test_split, GroupShuffleSplit
+from sklearn.linear_model import LinearRegression
+from sklearn.tree import DecisionTreeRegressor
+from sklearn.ensemble import RandomForestRegressor
+from sklearn.neural_network import MLPRegressor
 from .judgments import judgment_scores
 
 # %% auto #0
-__all__ = ['METHODS', 'LEVELS', 'round_to_scale', 'split_indices', 'corr', 'Corr', 'correlation', 'cluster_counts',
-           'bootstrap_ci', 'correlation_table', 'fdr_reject', 'fdr_adjust', 'AltTestResult', 'alt_test',
-           'alt_test_inputs', 'krippendorff_alpha', 'fleiss_kappa']
+__all__ = ['REGRESSOR_ORDER', 'METHODS', 'LEVELS', 'round_to_scale', 'split_indices', 'make_regressor', 'corr', 'Corr',
+           'correlation', 'cluster_counts', 'bootstrap_ci', 'correlation_table', 'fdr_reject', 'fdr_adjust',
+           'AltTestResult', 'alt_test', 'alt_test_inputs', 'krippendorff_alpha', 'fleiss_kappa']
 
 # %% ../nbs/05_stats.ipynb #20b96105
 def round_to_scale(x, # value(s) to round
@@ -37,6 +41,17 @@ def split_indices(n:int, seed:int=0, groups=None)->tuple:
         return np.asarray(train), np.asarray(test)
     tr, te = next(GroupShuffleSplit(n_splits=1, test_size=0.5, random_state=seed).split(idx, groups=np.asarray(groups)))
     return idx[tr], idx[te]
+
+# %% ../nbs/05_stats.ipynb #eaab4a08
+REGRESSOR_ORDER = ('LR', 'DT', 'RF', 'MLP')
+
+def make_regressor(name:str, seed:int=0):
+    "A fresh sklearn regressor with the defaults of SPEC §5 (the decomposition aggregators and direct prediction's regressors)."
+    if name == 'LR': return LinearRegression()
+    if name == 'DT': return DecisionTreeRegressor(random_state=seed)
+    if name == 'RF': return RandomForestRegressor(n_estimators=100, random_state=seed)
+    if name == 'MLP': return MLPRegressor(hidden_layer_sizes=(100,), random_state=seed)
+    raise ValueError(f"regressor must be one of {REGRESSOR_ORDER}, not {name!r}")
 
 # %% ../nbs/05_stats.ipynb #2cb3a771
 METHODS = ('pearson', 'spearman', 'kendall')
@@ -347,8 +362,9 @@ def alt_test_inputs(dataset, # a `judgelab.data.Dataset`
                     dimensions=None, # one dimension name, a list, or None for all judged
                     pooled:bool=False, # instances = (item, dimension) pairs over all `dimensions`
                     round_llm:bool=False, # round LLM scores to the dimension scale (SPEC rounding)
+                    raters:str|None=None, # 'annotators' (stored ids) or 'slots' (k-th rating of an item); None: the dataset's `alt_test_raters`
                    )->tuple: # (llm, humans) ready for `alt_test`
-    "Build `alt_test`'s inputs from a dataset's per-annotator ratings and a judge's judgments."
+    "Build `alt_test`'s inputs from a dataset's per-annotator ratings (or rater slots) and a judge's judgments."
     s = judgment_scores(judgments)
     if s.groupby(['judge', 'model']).ngroups > 1: raise ValueError("alt_test_inputs takes the judgments of one judge; filter by judge and model first")
     dims = [dimensions] if isinstance(dimensions, str) else list(dimensions or s.dimension.unique())
@@ -359,6 +375,9 @@ def alt_test_inputs(dataset, # a `judgelab.data.Dataset`
     key = (lambda i, d: (i, d)) if pooled else (lambda i, d: i)
     llm = {key(i, d): x for i, d, x in zip(s.item_id, s.dimension, s.score)}
     h = dataset.human[dataset.human.dimension.isin(dims)]
+    raters = raters or dataset.spec.alt_test_raters
+    if raters == 'slots': h = h.assign(annotator='slot' + (h.groupby(['item_id', 'dimension'], sort=False).cumcount() + 1).astype(str))
+    elif raters != 'annotators': raise ValueError(f"raters must be 'annotators' or 'slots', not {raters!r}")
     humans = {}
     for a, i, d, x in zip(h.annotator, h.item_id, h.dimension, h.score): humans.setdefault(a, {})[key(i, d)] = x
     return llm, humans

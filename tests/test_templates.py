@@ -190,3 +190,19 @@ def test_paper_notebooks_read_the_runs_they_are_given(tmp_path, tmp_outputs, mon
     _execute('paper_checkeval', tmp_path, datasets=['topical_chat'], published=False, n_boot=10)     # runs: [] reads every run folder
     main = pd.read_csv(tmp_outputs/'paper_checkeval'/'all'/'tables'/'paper_checkeval_main.csv')
     assert set(main.judge) == {'analyze_rate', 'geval'} and main.spearman_sample.notna().all()
+
+def test_paper_decomposition_selects_the_direct_regressor_and_reads_epsilon_and_raters_from_the_registry(tmp_path, tmp_outputs, monkeypatch):
+    # fidelity: direct prediction's regressor is selected like the decomposition's (it was always LinearRegression), ICL is not
+    # "fitted on human labels", Topical-Chat's alt-test uses epsilon 0.1 and its 3 rater slots, HANNA's rows carry a caveat
+    import pandas as pd
+    _fake_run(tmp_outputs, 'judge/topical_chat__a', 'topical_chat', 'direct', ['coherence', 'engagingness'], 0.4)
+    _fake_run(tmp_outputs, 'judge/topical_chat__a', 'topical_chat', 'direct_icl5', ['coherence'], 0.4, seed=2)
+    _fake_run(tmp_outputs, 'judge/hanna__a', 'hanna', 'direct', ['coherence'], 0.4)
+    monkeypatch.setenv('JUDGELAB_RUN_ID', 'paper_decomposition')
+    nb = _execute('paper_decomposition', tmp_path, datasets=['topical_chat', 'hanna'])
+    t = pd.read_csv(tmp_outputs/'paper_decomposition'/'tables'/'paper_decomposition_per_dimension.csv')
+    fitted = t[t.method.str.startswith('direct + ')]
+    assert len(fitted) and set(fitted.human_labels) == {'yes (fitted)'} and fitted.method.str.extract(r'\+ (\w+)$')[0].isin(['LR', 'DT', 'RF', 'MLP']).all()
+    assert set(t[t.method == 'direct_icl5'].human_labels) == {'in-context examples'} and set(t[t.method == 'direct'].human_labels) == {'no'}
+    assert set(t[t.dataset == 'topical_chat'].epsilon) == {0.1} and set(t.caveat.fillna('')[t.dataset == 'hanna']) == {'yes'}
+    assert "caveat (hanna)" in _outputs_text(nb) and not _stderr(nb)
