@@ -8,7 +8,7 @@ import re, json
 from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np, pandas as pd, yaml
-from .core import paths
+from .core import paths, record_manifest, sha256_file, _rel
 from .prompts import load_prompt, item_variables
 from .parse import parse_checklist, checklist_score
 from . import data as D
@@ -18,9 +18,9 @@ from .stats import corr, fleiss_kappa, krippendorff_alpha
 from .judges import to_table, typed_judgments, EXTRA_COLUMNS
 
 # %% auto #0
-__all__ = ['ChecklistError', 'Checklist', 'checklist_path', 'load_checklist', 'polarity_issues', 'checkeval', 'answer_table',
-           'question_agreement', 'score_agreement', 'generate_checklist', 'learned_weights', 'binarized_likert',
-           'reference']
+__all__ = ['STAGES', 'ChecklistError', 'Checklist', 'checklist_path', 'load_checklist', 'polarity_issues', 'checkeval',
+           'answer_table', 'question_agreement', 'score_agreement', 'generate_checklist', 'learned_weights',
+           'binarized_likert', 'reference']
 
 # %% ../nbs/08_checklist.ipynb #8376176c
 class ChecklistError(ValueError): "A missing or malformed checklist file."
@@ -38,9 +38,13 @@ class Checklist:
     def questions(self): return [q for qs in self.sub_dimensions.values() for q in qs]
     def __repr__(self): return f"Checklist('{self.dataset}/{self.dimension}', {len(self.sub_dimensions)} sub-dimensions, {len(self.questions)} questions)"
 
+STAGES = ('seed', 'diversified', 'elaborated', 'filtered')     # CheckEval: seed -> diversification -> elaboration -> filtering
+
 def checklist_path(dataset:str, dimension:str, stage:str='seed')->Path:
-    d = paths.data/'checklists'/dataset
-    return d/f'{dimension}.yaml' if stage == 'seed' else d/f'{dimension}.{stage}.yaml'
+    "Seed checklists ship in data/checklists/; the LLM stages are outputs of the run that made them (outputs/<run id>/checklists/)."
+    if stage not in STAGES: raise ChecklistError(f"stage must be one of {STAGES}, not {stage!r}")
+    if stage == 'seed': return paths.data/'checklists'/dataset/f'{dimension}.yaml'
+    return paths.run_dir/'checklists'/dataset/f'{dimension}.{stage}.yaml'
 
 def load_checklist(dataset:str, dimension:str, stage:str='seed')->Checklist:
     "The checklist of a dataset dimension (stage 'seed', or a later pipeline stage's file)."
@@ -69,8 +73,16 @@ def polarity_issues(questions:list)->list:
     return out
 
 # %% ../nbs/08_checklist.ipynb #c567fda0
-def checkeval(ds, its, dims, backend, template:str='checkeval', stage:str='seed', max_tokens:int=128, seed:int=0, progress=True):
+def checkeval(ds, its, dims, backend, template:str='checkeval',
+              stage:str='seed', # the checklist: 'seed' (shipped) or a stage of the generation pipeline ('diversified', 'elaborated', 'filtered')
+              build:bool=False, # run the generation pipeline with this backend first (seed -> diversified -> elaborated -> filtered)
+              k_augment:int=3, # build: questions per sub-dimension in each augmentation step
+              max_tokens:int=128, seed:int=0, progress=True):
     "CheckEval judgments: one row per (item, dimension), score = yes / answered over all the dimension's questions."
+    if stage not in STAGES: raise ChecklistError(f"stage must be one of {STAGES}, not {stage!r}")
+    if build and stage == 'seed': raise ValueError("build=True makes the LLM stages: ask for stage='filtered' (or 'diversified', 'elaborated')")
+    if build:
+        for d in dims: generate_checklist(ds.name, d, backend, k=k_augment, seed=seed, progress=progress)
     t = load_prompt(template); lists = {d: load_checklist(ds.name, d, stage) for d in dims}     # all checklists first
     reqs = []
     for it in its.itertuples():
@@ -97,7 +109,8 @@ def checkeval(ds, its, dims, backend, template:str='checkeval', stage:str='seed'
                          sample=0, parse_ok=ok, failure='; '.join(fails) or None, prompt=t.id, backend=a['backend'],
                          prompt_tokens=a['pt'], completion_tokens=a['ct'], seconds=a['sec'], cached=a['cached'], key=';'.join(k or '' for k in a['keys']),
                          scoring=f"{len(a['answers'])} of {n_q} answered", finish_reason=None,
-                         answers=json.dumps(a['answers'], ensure_ascii=False), missing_answers=a['missing'], conflicting_answers=len(a['conflicts'])))
+                         answers=json.dumps(a['answers'], ensure_ascii=False), missing_answers=a['missing'], conflicting_answers=len(a['conflicts']),
+                         checklist=f"{stage}: {_rel(lists[d].path, paths.root)}"))
     j = typed_judgments(rows)
     return j
 
@@ -136,25 +149,29 @@ def _questions_from(text:str)->list:
 def _content_words(q): return frozenset(w for w in re.findall(r'[a-z]+', q.lower()) if len(w) > 3)
 
 def _write_stage(cl:Checklist, stage:str, provenance:dict)->Path:
-    p = checklist_path(cl.dataset, cl.dimension, stage)
+    "One stage's checklist, in the run's folder, with the model and prompt that made it and a manifest row."
+    p = checklist_path(cl.dataset, cl.dimension, stage); p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(yaml.safe_dump(dict(dataset=cl.dataset, dimension=cl.dimension, version=cl.version, stage=stage, provenance=provenance,
                                      definition=cl.definition, sub_dimensions=cl.sub_dimensions), sort_keys=False, allow_unicode=True))
+    record_manifest([p], parameters=dict(dataset=cl.dataset, dimension=cl.dimension, stage=stage, **provenance),
+                    inputs={_rel(checklist_path(cl.dataset, cl.dimension), paths.root): sha256_file(checklist_path(cl.dataset, cl.dimension))})
     return p
 
 def generate_checklist(dataset:str, dimension:str, backend=None, # default: the embedded model through the cache
                        k:int=3, # questions per sub-dimension and augmentation kind
                        seed:int=0, write:bool=True, progress:bool=True)->dict:
-    "CheckEval's augmentation and filtering stages for one dimension: {'augmented', 'filtered', 'decisions'}."
+    "CheckEval's stages for one dimension, in order: diversification, elaboration, filtering: {'diversified', 'augmented', 'filtered', 'decisions'}."
     b = backend if isinstance(backend, Backend) else get_backend(backend)
     ds = D.load(dataset); base = load_checklist(ds.name, dimension); d = ds.dim(dimension)
     var = dict(dimension_label=d.label, output_label=ds.spec.output_label, definition=base.definition or d.definition)
     aug_t, filt_t = load_prompt('checklist_augment'), load_prompt('checklist_filter')
-    reqs = [aug_t.request(meta=dict(sub=sub, kind=kind), max_tokens=256, temperature=0.0, seed=seed, questions=qs, sub_dimension=sub, kind=kind, k=k, **var)
-            for kind in ('elaboration', 'diversification') for sub, qs in base.sub_dimensions.items()]
-    outs = b.generate(reqs, progress=progress)
-    aug = {sub: list(qs) for sub, qs in base.sub_dimensions.items()}
-    for r, c in zip(reqs, outs): aug[r.meta['sub']] += [q for q in _questions_from(c.text)[:k] if q not in aug[r.meta['sub']]]
-    augmented = Checklist(base.dataset, base.dimension, base.definition, aug, base.version)
+    aug = {sub: list(qs) for sub, qs in base.sub_dimensions.items()}; made = {}
+    for kind in ('diversification', 'elaboration'):           # each step works on the questions of the one before
+        reqs = [aug_t.request(meta=dict(sub=sub), max_tokens=256, temperature=0.0, seed=seed, questions=qs, sub_dimension=sub, kind=kind, k=k, **var)
+                for sub, qs in aug.items()]
+        for r, c in zip(reqs, b.generate(reqs, progress=progress)): aug[r.meta['sub']] += [q for q in _questions_from(c.text)[:k] if q not in aug[r.meta['sub']]]
+        made[kind] = Checklist(base.dataset, base.dimension, base.definition, {s_: list(qs) for s_, qs in aug.items()}, base.version)
+    diversified, augmented = made['diversification'], made['elaboration']
     cands = [(sub, q) for sub, qs in aug.items() for q in qs]
     freq = [filt_t.request(meta=dict(sub=sub), max_tokens=24, temperature=0.0, seed=seed, question=q, **var) for sub, q in cands]
     fouts = b.generate(freq, progress=progress)
@@ -172,10 +189,10 @@ def generate_checklist(dataset:str, dimension:str, backend=None, # default: the 
         if not why: kept[sub].append(q); seen.append(cw)
         rows.append(dict(sub_dimension=sub, question=q, seed=seed_q, kept=not why, reasons='; '.join(why), llm_answers=c.text.strip()))
     filtered = Checklist(base.dataset, base.dimension, base.definition, {s_: qs for s_, qs in kept.items() if qs}, base.version)
-    prov = dict(model=b.identity(), prompts=[aug_t.id, filt_t.id], k=k, seed=seed)
     if write:
-        augmented.path = _write_stage(augmented, 'augmented', prov); filtered.path = _write_stage(filtered, 'filtered', prov)
-    return dict(augmented=augmented, filtered=filtered, decisions=pd.DataFrame(rows))
+        for cl, stage, prompt in ((diversified, 'diversified', aug_t.id), (augmented, 'elaborated', aug_t.id), (filtered, 'filtered', filt_t.id)):
+            cl.path = _write_stage(cl, stage, dict(model=b.identity(), prompt=prompt, k=k, seed=seed))
+    return dict(diversified=diversified, augmented=augmented, filtered=filtered, decisions=pd.DataFrame(rows))
 
 # %% ../nbs/08_checklist.ipynb #7c11be34
 def learned_weights(j:pd.DataFrame, dataset, dimension:str, train_frac:float=0.2, seeds=range(5))->pd.DataFrame:

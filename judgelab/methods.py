@@ -68,6 +68,7 @@ def file_method(method:str, # a name in `METHODS`
     if method == 'direct' and o.get('icl'): return f"direct_icl{o['icl']}"
     if method == 'geval' and o.get('auto_steps'): return 'geval_auto'
     if method == 'decomposition': return f"decomposition_{o.get('variant', 'hd_eval')}"
+    if method in ('checkeval', 'reference') and o.get('stage', 'seed') != 'seed': return f"{method}_{o['stage']}"
     if method == 'dimcheck':
         return ('dimcheck' + ('_random' if o.get('order') == 'random' else '') + ('_onestep' if o.get('one_step') else '')
                 + ('' if o.get('thinking', True) else '_nothink'))
