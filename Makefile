@@ -77,6 +77,7 @@ lab: venv
 	$(BIN)/jupyter lab --ip 127.0.0.1 --no-browser
 
 bench: venv data
+	$(BIN)/python bench/bench_main_job.py
 	$(BIN)/python bench/bench_stats.py
 	$(BIN)/python bench/bench_backends.py
 	$(BIN)/python bench/bench_dimcheck.py
