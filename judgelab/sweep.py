@@ -658,14 +658,17 @@ def summary_table(results:list)->'pd.DataFrame':
                         columns=['experiment', 'run', 'status', 'seconds', 'notebook', 'error'])
 
 def _write_summary(sweep, results):
-    "papermill_runs/sweeps/<sweep>.json: the latest status of every run of the sweep (a partial call updates its own runs only)."
+    "papermill_runs/sweeps/<sweep>.json: the latest status of every run of the sweep (a partial call updates its own runs only; a run it skipped as current keeps the record of the call that ran it)."
     out = paths.runs/'sweeps'/f'{sweep.name}.json'; out.parent.mkdir(parents=True, exist_ok=True)
     old = {}
     if out.exists():
         try: old = {r['run']: r for r in json.loads(out.read_text()).get('runs', [])}
         except (json.JSONDecodeError, KeyError, TypeError): old = {}
     new = {r['run']: r for r in summary_table(results).to_dict('records')}
-    rows = [new.get(r.id) or old.get(r.id) for r in sweep.runs if (new.get(r.id) or old.get(r.id))]
+    def latest(i):
+        n, o = new.get(i), old.get(i)
+        return o if o is not None and (n is None or n['status'] == 'done') else n
+    rows = [x for x in map(latest, (r.id for r in sweep.runs)) if x]
     counts = {}
     for r in rows: counts[r['status']] = counts.get(r['status'], 0) + 1
     out.write_text(json.dumps(dict(sweep=sweep.name, config=_show(sweep.path), counts=counts, runs=rows), indent=1) + '\n')

@@ -94,6 +94,8 @@ def test_run_ids_folders_and_staleness(repo, tmp_path, monkeypatch):
     assert md and not any(str(repo) in f.read_text() for f in md if f.is_file())
     assert {v[0] for v in states(repo, cfg).values()} == {'done'}
     assert '4 runs: 0 ran, 4 already done (skipped)' in sweep(repo, cfg, '--no-progress').stdout
+    summary = json.loads((repo/'papermill_runs'/'sweeps'/'s.json').read_text())      # a warm call keeps the record of the call that ran them
+    assert summary['counts'] == {'ok': 4} and all(r['seconds'] > 0 for r in summary['runs']), summary   # before: 'done', 0 s
 
     # a fresh clone: Snakemake's records travel with the outputs, so a copy in which every file has a new time (the
     # library and templates newer than the outputs, as a checkout may leave them) still knows its runs are current
