@@ -92,7 +92,7 @@ def _judgments_import(a):
         if out.exists() and not a.replace: print(f"error: {out} exists: pass --replace to overwrite it", file=sys.stderr); return 2
         out.parent.mkdir(parents=True, exist_ok=True); j.to_parquet(out, index=False)
     else: j, out = JM.store_import(a.path, a.dataset, a.judge, a.model, replace=a.replace)
-    print(f"{len(j)} judgments ({int((~j.parse_ok).sum())} failures) -> {JM._rel(out, paths.root)}")
+    print(f"{len(j)} judgments ({int((~j.parse_ok).sum())} failures) -> {S._show(out)}")
     return 0
 
 # %% ../nbs/13_cli.ipynb #ae2aed6e
