@@ -89,6 +89,7 @@ class LlamaCppBackend(Backend):
     def check_request(self, r):
         if r.regex is not None: raise RequestError("the llamacpp backend cannot enforce a regex: use choice= or grammar=, or the vllm backend")
         if r.logprobs and r.grammar: raise RequestError("the llamacpp backend cannot combine a GBNF grammar with logprobs: use choice=")
+        if r.stop_pattern is not None and r.grammar: raise RequestError("the llamacpp backend cannot combine a GBNF grammar with stop_pattern: use choice=")
         if r.grammar and (r.continue_final or r.chat_options): raise RequestError("the llamacpp backend cannot combine a GBNF grammar with a prefilled answer or chat options: use choice=")
     def _formatter(self, llm):
         if getattr(self, '_fmt', None) is None:
@@ -111,7 +112,7 @@ class LlamaCppBackend(Backend):
         prompt = res.prompt + (r.messages[-1]['content'] if r.continue_final else '')
         return prompt, ([res.stop] if isinstance(res.stop, str) else list(res.stop or [])), getattr(res, 'added_special', False)
     def _call_logprobs(self, job):
-        "Generation token by token from the last position's logits only (no logits_all): logprob requests, prefilled answers, template options."
+        "Generation token by token from the last position's logits only (no logits_all): logprob requests (with `score_tokens`: their logprobs from the full distribution at every position), `stop_pattern`, prefilled answers, template options."
         r = job.request; llm = self.llm(False); t0 = time.perf_counter()
         prompt, tstop, special = self._render(llm, r)
         toks = llm.tokenize(prompt.encode('utf-8'), add_bos=not special, special=True)
@@ -124,6 +125,8 @@ class LlamaCppBackend(Backend):
         allowed = [llm.tokenize(c.encode('utf-8'), add_bos=False, special=False) for c in r.choice] if r.choice else None
         out, lps, finish = [], [], 'length'
         piece = lambda t: llm.detokenize([t]).decode('utf-8', errors='replace')
+        score_ids = self._score_ids(llm, r.score_tokens)
+        stop_re = re.compile(r.stop_pattern) if r.stop_pattern is not None else None
         for step in range(r.max_tokens):
             logits = np.array(np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(nv,)), dtype=np.float64)
             lse = logits.max() + np.log(np.exp(logits - logits.max()).sum()); lsm = logits - lse
@@ -141,19 +144,32 @@ class LlamaCppBackend(Backend):
             k = max(1, r.top_logprobs); top = np.argpartition(-lsm, k)[:k]; top = top[np.argsort(-lsm[top])]
             if tok == eos: finish = 'stop'; break
             out.append(tok)
-            if r.logprobs: lps.append(dict(token=piece(tok), logprob=float(lsm[tok]), top=[[piece(int(t)), float(lsm[t])] for t in top[:r.top_logprobs]]))
+            if r.logprobs:
+                lps.append(dict(token=piece(tok), logprob=float(lsm[tok]), top=[[piece(int(t)), float(lsm[t])] for t in top[:r.top_logprobs]]))
+                if score_ids: lps[-1]['scores'] = [[p_, float(lsm[t])] for t, p_ in score_ids]   # the full distribution's score tokens
             text = llm.detokenize(out).decode('utf-8', errors='replace')
             hit = [s_ for s_ in stops if s_ and s_ in text]
             if hit:
                 text = text[:min(text.index(s_) for s_ in hit)]; finish = 'stop'
                 return Choice(text, finish, len(out), len(toks), time.perf_counter() - t0, lps if r.logprobs else None, job.sample)
+            if stop_re is not None and stop_re.search(text):       # e.g. the score has been written: no need to go on
+                return Choice(text, 'stop', len(out), len(toks), time.perf_counter() - t0, lps if r.logprobs else None, job.sample)
             llm.eval([tok])
         text = llm.detokenize(out).decode('utf-8', errors='replace')
         return Choice(text, finish, len(out), len(toks), time.perf_counter() - t0, lps if r.logprobs else None, job.sample)
+    @staticmethod
+    def _score_ids(llm, strings)->list:
+        "[(token id, its text)] of the single tokens that spell each string, bare and with a leading space (a variant the tokenizer splits is left out)."
+        out = {}
+        for s in strings or ():
+            for v in (s, ' ' + s):
+                ids = llm.tokenize(v.encode('utf-8'), add_bos=False, special=False)
+                if len(ids) == 1: out.setdefault(int(ids[0]), llm.detokenize(ids).decode('utf-8', errors='replace'))
+        return list(out.items())
     def _call(self, job):
         from llama_cpp import LlamaGrammar
         r = job.request
-        if r.logprobs or self._uses_template_options(r): return self._call_logprobs(job)
+        if r.logprobs or r.stop_pattern is not None or self._uses_template_options(r): return self._call_logprobs(job)
         llm = self.llm()
         gbnf = r.grammar or (choice_grammar(r.choice) if r.choice else None)
         grammar = LlamaGrammar.from_string(gbnf, verbose=False) if gbnf else None

@@ -18,9 +18,9 @@ from .stats import corr, fleiss_kappa, krippendorff_alpha
 from .judges import to_table, typed_judgments, EXTRA_COLUMNS
 
 # %% auto #0
-__all__ = ['STAGES', 'ChecklistError', 'Checklist', 'checklist_path', 'load_checklist', 'polarity_issues', 'checkeval',
-           'answer_table', 'question_agreement', 'score_agreement', 'generate_checklist', 'learned_weights',
-           'binarized_likert', 'reference']
+__all__ = ['STAGES', 'OFFICIAL', 'ChecklistError', 'Checklist', 'default_stage', 'checklist_path', 'load_checklist',
+           'polarity_issues', 'checkeval', 'answer_table', 'question_agreement', 'score_agreement',
+           'generate_checklist', 'learned_weights', 'binarized_likert', 'reference']
 
 # %% ../nbs/08_checklist.ipynb #8376176c
 class ChecklistError(ValueError): "A missing or malformed checklist file."
@@ -39,17 +39,42 @@ class Checklist:
     def __repr__(self): return f"Checklist('{self.dataset}/{self.dimension}', {len(self.sub_dimensions)} sub-dimensions, {len(self.questions)} questions)"
 
 STAGES = ('seed', 'diversified', 'elaborated', 'filtered')     # CheckEval: seed -> diversification -> elaboration -> filtering
+OFFICIAL = ('official_seed', 'official_diversification', 'official_elaboration')   # CheckEval's released checklists (SummEval, Topical-Chat)
 
-def checklist_path(dataset:str, dimension:str, stage:str='seed')->Path:
-    "Seed checklists ship in data/checklists/; the LLM stages are outputs of the run that made them (outputs/<run id>/checklists/)."
-    if stage not in STAGES: raise ChecklistError(f"stage must be one of {STAGES}, not {stage!r}")
+def default_stage(dataset:str)->str:
+    "The checklist CheckEval uses by default: the official elaboration checklist where CheckEval released one (file group `checkeval`), else judgelab's seed."
+    return 'official_elaboration' if any(g.name == 'checkeval' for g in D.get_spec(dataset).file_groups) else 'seed'
+
+def checklist_path(dataset:str, dimension:str, stage:str|None=None)->Path:
+    "Seed checklists ship in data/checklists/; the LLM stages are outputs of the run that made them (outputs/<run id>/checklists/); the official ones are raw files (data/raw/<dataset>/methods/checkeval/)."
+    stage = stage or default_stage(dataset)
+    if stage not in STAGES + OFFICIAL: raise ChecklistError(f"stage must be one of {STAGES + OFFICIAL}, not {stage!r}")
     if stage == 'seed': return paths.data/'checklists'/dataset/f'{dimension}.yaml'
+    if stage in OFFICIAL: return D.raw_dir(dataset)/'methods/checkeval/prompt'/f'{dataset}_questions'/f"{dimension}_{stage.removeprefix('official_')}.yaml"
     return paths.run_dir/'checklists'/dataset/f'{dimension}.{stage}.yaml'
 
-def load_checklist(dataset:str, dimension:str, stage:str='seed')->Checklist:
-    "The checklist of a dataset dimension (stage 'seed', or a later pipeline stage's file)."
-    ds = D.get_spec(dataset); dim = ds.dim(dimension).name
+def _official(ds, dim, stage, p)->Checklist:
+    "A released CheckEval checklist: `definition: {dataset: text}`, `sub_aspect: {name: the questions as one folded YAML scalar}`."
+    if not any(g.name == 'checkeval' for g in ds.file_groups):
+        raise ChecklistError(f"CheckEval released no checklists for {ds.name} (only SummEval and Topical-Chat): use stage 'seed' or build one ('filtered')")
+    D.group_files(ds.name, 'checkeval')          # fetched when missing, sha256-verified
+    if not p.exists(): raise ChecklistError(f"No official CheckEval checklist for {ds.name}/{dim} ({p})")
+    d = yaml.safe_load(p.read_text()); subs = {}
+    for name, text in (d.get('sub_aspect') or {}).items():
+        qs = [q.strip() for q in re.findall(r'[^?]*\?', str(text)) if q.strip()]   # one plain scalar per sub-aspect: YAML folds its lines into one string
+        if not qs: raise ChecklistError(f"{p}: sub-aspect {name!r} holds no question")
+        subs[name] = qs
+    if not subs: raise ChecklistError(f"{p}: no sub_aspect questions")
+    definition = d.get('definition') or {}
+    return Checklist(ds.name, dim, str(definition.get(ds.name, '') if isinstance(definition, dict) else definition).strip(), subs, 1, p)
+
+def load_checklist(dataset:str, dimension:str,
+                   stage:str|None=None, # 'seed' (judgelab's), a pipeline stage, an official one (`OFFICIAL`); None: `default_stage(dataset)`
+                  )->Checklist:
+    "The checklist of a dataset dimension: judgelab's seed, a later pipeline stage's file, or CheckEval's official one."
+    ds = D.get_spec(dataset); dim = ds.dim(dimension).name; stage = stage or default_stage(ds.name)
     p = checklist_path(ds.name, dim, stage)
+    if stage in OFFICIAL: return _official(ds, dim, stage, p)
     if not p.exists():
         have = sorted(x.stem for x in (paths.data/'checklists'/ds.name).glob('*.yaml')) if (paths.data/'checklists'/ds.name).exists() else []
         raise ChecklistError(f"No checklist for {ds.name}/{dim} ({p}); written so far for {ds.name}: {have or 'none'}")
@@ -66,7 +91,7 @@ def polarity_issues(questions:list)->list:
     out = []
     for q in questions:
         ql = q.lower()
-        negated = re.search(r'\b(free of|free from|without|avoid|no |not contain|lack of)\b', ql)
+        negated = re.search(r'\b(free of|free from|without|avoid|refrain from|rather than|not overly|no |not contain|lack of)\b', ql)
         asks_defect = re.search(_DEFECT, ql)
         plain_not = re.search(r"\b(is|are|does|do)\b[^?]*\bnot\b", ql) and not negated
         if (asks_defect and not negated) or plain_not: out.append(q)
@@ -74,13 +99,14 @@ def polarity_issues(questions:list)->list:
 
 # %% ../nbs/08_checklist.ipynb #c567fda0
 def checkeval(ds, its, dims, backend, template:str='checkeval',
-              stage:str='seed', # the checklist: 'seed' (shipped) or a stage of the generation pipeline ('diversified', 'elaborated', 'filtered')
+              stage:str|None=None, # the checklist: None = `default_stage` (CheckEval's official elaboration checklist on SummEval and Topical-Chat, else judgelab's seed), 'seed', 'official_seed' (the no-augmentation ablation), a pipeline stage ('diversified', 'elaborated', 'filtered')
               build:bool=False, # run the generation pipeline with this backend first (seed -> diversified -> elaborated -> filtered)
               k_augment:int=3, # build: questions per sub-dimension in each augmentation step
               max_tokens:int=128, seed:int=0, progress=True):
     "CheckEval judgments: one row per (item, dimension), score = yes / answered over all the dimension's questions."
-    if stage not in STAGES: raise ChecklistError(f"stage must be one of {STAGES}, not {stage!r}")
-    if build and stage == 'seed': raise ValueError("build=True makes the LLM stages: ask for stage='filtered' (or 'diversified', 'elaborated')")
+    stage = stage or default_stage(ds.name)
+    if stage not in STAGES + OFFICIAL: raise ChecklistError(f"stage must be one of {STAGES + OFFICIAL}, not {stage!r}")
+    if build and stage not in STAGES[1:]: raise ValueError("build=True makes the LLM stages: ask for stage='filtered' (or 'diversified', 'elaborated')")
     if build:
         for d in dims: generate_checklist(ds.name, d, backend, k=k_augment, seed=seed, progress=progress)
     t = load_prompt(template); lists = {d: load_checklist(ds.name, d, stage) for d in dims}     # all checklists first
@@ -162,7 +188,7 @@ def generate_checklist(dataset:str, dimension:str, backend=None, # default: the 
                        seed:int=0, write:bool=True, progress:bool=True)->dict:
     "CheckEval's stages for one dimension, in order: diversification, elaboration, filtering: {'diversified', 'augmented', 'filtered', 'decisions'}."
     b = backend if isinstance(backend, Backend) else get_backend(backend)
-    ds = D.load(dataset); base = load_checklist(ds.name, dimension); d = ds.dim(dimension)
+    ds = D.load(dataset); base = load_checklist(ds.name, dimension, 'seed'); d = ds.dim(dimension)
     var = dict(dimension_label=d.label, output_label=ds.spec.output_label, definition=base.definition or d.definition)
     aug_t, filt_t = load_prompt('checklist_augment'), load_prompt('checklist_filter')
     aug = {sub: list(qs) for sub, qs in base.sub_dimensions.items()}; made = {}

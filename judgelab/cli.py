@@ -19,7 +19,7 @@ __all__ = ['render_readme', 'parser', 'main']
 def _data_list(a):
     rows = []
     for name, spec in D.DATASETS.items():
-        present = all((D.raw_dir(name)/f.path).exists() for f in spec.files)
+        present = all((D.raw_dir(name)/f.path).exists() for f in spec.files_of(None))
         rows.append(dict(dataset=name, dimensions=', '.join(spec.dim_names), annotators=spec.annotators,
                          raw='present' if present else ('mirror' if D.available(name) else 'missing'),
                          published=', '.join(JM.list_judgments(name).index) or '-'))
@@ -48,7 +48,7 @@ def _data_verify(a):
     bad = 0
     for n in _names(a):
         try:
-            for f, h in D.verify(n).items(): print(f"{n}/{f}: ok {h[:12]}")
+            for f, h in D.verify(n, '*').items(): print(f"{n}/{f}: ok {h[:12]}")
         except (D.MissingDataError, D.ChecksumError) as e:
             if D.get_spec(n).optional and a.all: print(f"{n}: not present (optional)"); continue
             bad += 1; print(f"error: {e}", file=sys.stderr)
@@ -69,8 +69,19 @@ def _data_info(a):
         print(textwrap.fill(d.definition, 100, initial_indent='      ', subsequent_indent='      '))
     where = D.raw_dir(spec.name)
     print(f"  files (they go to {S._show(where)}/):")
-    for f in spec.files:
+    for f in spec.files_of(None):
         print(f"    {f.path}  {'present' if (where/f.path).exists() else 'missing'}, sha256 {f.sha256 or '(not pinned)'}\n      {f.url}")
+    for g in spec.file_groups:
+        fs = spec.files_of(g.name); here = sum((where/f.path).exists() for f in fs)
+        print(f"  file group {g.name}: {len(fs)} files below {g.prefix.strip('/')}/ ({here} present), from {g.url}")
+        print(textwrap.fill(g.description, 100, initial_indent='      ', subsequent_indent='      '))
+        if g.licence: print(textwrap.fill(g.licence, 100, initial_indent='      licence: ', subsequent_indent='        '))
+    lj = JM.list_judgments(spec.name)
+    if len(lj):
+        print("  published judgments (`judgelab judgments list`; judgelab.judgments.load_judgments):")
+        for src, r in lj.iterrows():
+            print(f"    {src}{'  (rationales)' if r.rationales else ''}{'  (raw replies; the authors rules too: ' + r.authors_rules + ')' if r.authors_rules else ''}")
+            print(textwrap.fill(r.description, 100, initial_indent='      ', subsequent_indent='      '))
     if not D.available(spec.name):
         print(textwrap.fill(D._seahorse_help() if spec.name == 'seahorse' else
                             f"Not here yet: `judgelab data fetch {spec.name}` downloads them (or copies them from $JUDGELAB_DATA_MIRROR) and checks their sha256.",

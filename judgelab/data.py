@@ -4,8 +4,8 @@
 
 # %% ../nbs/01_data.ipynb #3de4e6bd
 from __future__ import annotations
-import os, re, io, ast, csv, json, shutil, tempfile, warnings, zipfile, urllib.request
-from dataclasses import dataclass, field, fields, MISSING
+import os, re, io, ast, csv, json, shutil, hashlib, tempfile, warnings, zipfile, urllib.request
+from dataclasses import dataclass, field, fields, replace, MISSING
 from pathlib import Path
 from collections import Counter
 import numpy as np, pandas as pd
@@ -15,9 +15,10 @@ from .core import paths, sha256_file
 from .parse import in_range
 
 # %% auto #0
-__all__ = ['QUALITY_SOURCE', 'DATASETS', 'Dimension', 'FileSpec', 'DatasetSpec', 'RegistryError', 'read_spec', 'load_registry',
-           'UnknownDatasetError', 'ChecksumError', 'DataError', 'MissingDataError', 'get_spec', 'default_mirror',
-           'raw_dir', 'fetch', 'verify', 'spec_pins', 'available', 'Dataset', 'load', 'as_dataset']
+__all__ = ['QUALITY_SOURCE', 'DATASETS', 'CROWD_DATASETS', 'Dimension', 'FileSpec', 'FileGroup', 'DatasetSpec', 'RegistryError',
+           'read_spec', 'load_registry', 'UnknownDatasetError', 'ChecksumError', 'DataError', 'MissingDataError',
+           'get_spec', 'default_mirror', 'raw_dir', 'fetch', 'verify', 'spec_pins', 'available', 'group_files',
+           'group_digest', 'Dataset', 'load', 'as_dataset', 'load_crowd']
 
 # %% ../nbs/01_data.ipynb #ca5812ff
 @dataclass(frozen=True)
@@ -43,6 +44,19 @@ class FileSpec:
     url: str                  # upstream download URL
     size: int|None = None     # bytes
     mirror: str|None = None   # path below <mirror>/<dataset>/ (default: raw/<path> or <path>)
+    group: str|None = None    # the file group it belongs to (`file_groups`); None: a file `load()` reads
+
+@dataclass(frozen=True)
+class FileGroup:
+    "Files fetched and verified with the dataset that `load()` does not read: a published judge's raw replies, a second set of annotations."
+    name: str                 # e.g. 'llm_summeval'
+    description: str
+    url: str                  # upstream base URL; a file's URL is url + its path (or + its third field)
+    prefix: str               # folder below data/raw/<dataset>/ holding the files
+    sha256: str               # one 'sha256  path [upstream path]' line per file (the SHA256SUMS format)
+    licence: str = ''
+    citation: str = ''
+    mirror: str|None = None   # the group's folder relative to <mirror>/<dataset>/ (default: the usual candidates), e.g. '../methods/checkeval'
 
 QUALITY_SOURCE = ('Li & Chaturvedi (2026) split items into low/high quality "using dataset-specific ground-truth score '
                   'thresholds" without giving the values; judgelab uses the per-target median of the human mean')
@@ -67,6 +81,7 @@ class DatasetSpec:
     alt_test_epsilon: float = 0.2          # alt-test margin for these annotators (SPEC: experts 0.2, skilled 0.15, crowd 0.1)
     alt_test_raters: str = 'annotators'    # alt-test 'annotators' (the stored ids) or 'slots' (an item's k-th rating is rater k)
     alt_test_caveat: str = ''              # why passing the alt-test here does not mean replacing a person (shown beside every alt-test table)
+    file_groups: list = field(default_factory=list)   # `FileGroup`s: files beyond what `load()` reads (published judges' replies, ...)
     def dim(self, name):
         "The dimension called `name` (or one of its aliases)."
         key = _norm(name)
@@ -75,6 +90,14 @@ class DatasetSpec:
         raise KeyError(f"{self.name} has no dimension {name!r}; dimensions: {[d.name for d in self.dims]}")
     @property
     def dim_names(self): return [d.name for d in self.dims]
+    def files_of(self, group=None)->list:
+        "The files of file group `group` (None: the files `load()` reads; '*': every file)."
+        return list(self.files) if group == '*' else [f for f in self.files if f.group == group]
+    def group(self, name)->FileGroup:
+        "File group `name`, or a KeyError listing the dataset's groups."
+        for g in self.file_groups:
+            if g.name == name: return g
+        raise KeyError(f"{self.name} has no file group {name!r}; its groups: {[g.name for g in self.file_groups] or 'none'}")
     def __repr__(self): return f"DatasetSpec('{self.name}', dims={self.dim_names})"
 
 def _norm(s): return re.sub(r'[^a-z0-9]', '', str(s).lower())
@@ -103,7 +126,7 @@ def _build(cls, d, path, where):
     fs = {f.name: f for f in fields(cls)}
     if unknown := [k for k in d if k not in fs]:
         raise RegistryError(f"{path}: unknown key(s) {unknown} in {where}; the keys are: {', '.join(fs)}" + (', order' if cls is DatasetSpec else ''))
-    if missing := [k for k, f in fs.items() if f.default is MISSING and k not in d]:
+    if missing := [k for k, f in fs.items() if f.default is MISSING and f.default_factory is MISSING and k not in d]:
         raise RegistryError(f"{path}: {where} lacks the required key(s) {missing}")
     for k, v in d.items():
         t = str(fs[k].type).replace(' ', '')    # the annotation as written, e.g. 'str|None'
@@ -125,6 +148,14 @@ def read_spec(path:str|Path)->tuple: # (DatasetSpec, its `order` or None)
     for what, cls in (('files', FileSpec), ('dims', Dimension)):
         if not getattr(spec, what): raise RegistryError(f"{path}: {what} must list at least one entry")
         setattr(spec, what, [_build(cls, x, path, f"{what}[{k}]") for k, x in enumerate(getattr(spec, what), 1)])
+    spec.file_groups = [_build(FileGroup, x, path, f"file_groups[{k}]") for k, x in enumerate(spec.file_groups, 1)]
+    for g in spec.file_groups: spec.files += _group_files(g, path)
+    groups = [g.name for g in spec.file_groups]
+    if dup := sorted({n for n in groups if groups.count(n) > 1}): raise RegistryError(f"{path}: file group(s) {dup} given twice")
+    if bad := sorted({f.group for f in spec.files if f.group and f.group not in groups}):
+        raise RegistryError(f"{path}: file(s) name the unknown file group(s) {bad}; the groups: {groups or 'none'}")
+    fpaths = [f.path for f in spec.files]
+    if dup := sorted({p for p in fpaths if fpaths.count(p) > 1}): raise RegistryError(f"{path}: file(s) {dup[:5]} listed twice")
     names = [x.name for x in spec.dims]
     if dup := sorted({n for n in names if names.count(n) > 1}): raise RegistryError(f"{path}: dimension(s) {dup} given twice")
     if bad := [x.name for x in spec.dims if not x.lo < x.hi]: raise RegistryError(f"{path}: dimension(s) {bad} need lo < hi")
@@ -134,6 +165,21 @@ def read_spec(path:str|Path)->tuple: # (DatasetSpec, its `order` or None)
     if (isinstance(qt, str) and qt != 'median') or (isinstance(qt, dict) and not set(qt) <= set(names)):
         raise RegistryError(f"{path}: quality_threshold must be a number, {{dimension: number}} or 'median', not {qt!r}")
     return spec, order
+
+def _group_files(g, path)->list:
+    "The `FileSpec`s of file group `g` from its 'sha256  path [upstream path]' lines."
+    out = []
+    for i, line in enumerate(g.sha256.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith('#'): continue
+        parts = line.split()
+        if len(parts) not in (2, 3) or not re.fullmatch(r'[0-9a-f]{64}', parts[0]):
+            raise RegistryError(f"{path}: file group {g.name!r}, sha256 line {i} must be 'sha256  path [upstream path]', not {line.strip()!r}")
+        p = parts[1].removeprefix('./')
+        out.append(FileSpec(path=f"{g.prefix.strip('/')}/{p}" if g.prefix.strip('/') else p, sha256=parts[0],
+                            url=parts[2] if len(parts) == 3 and '://' in parts[2] else g.url + (parts[2] if len(parts) == 3 else p), group=g.name,
+                            mirror=f"{g.mirror.rstrip('/')}/{p}" if g.mirror else None))
+    if not out: raise RegistryError(f"{path}: file group {g.name!r} lists no files")
+    return out
 
 def load_registry(folder:str|Path, # a folder of <name>.yaml files (judgelab's own: data/datasets)
                  )->dict: # {name: DatasetSpec}, by `order`, then name
@@ -270,14 +316,22 @@ def fetch(name:str, # dataset name (see `DATASETS`)
     if spec.name == 'seahorse': res = _fetch_seahorse(spec, mirror, force)
     else: res = {f.path: _fetch_file(spec.name, f, mirror, force) for f in spec.files}
     if verbose:
-        for k, v in res.items(): print(f"{spec.name}/{k}: {v}")
+        group = {f.path: f.group for f in spec.files}
+        for k, v in res.items():
+            if not group.get(k): print(f"{spec.name}/{k}: {v}")
+        for g in spec.file_groups:       # one line per file group (hundreds of files)
+            how = Counter(res[f.path].split(' /')[0] if res[f.path].startswith('mirror') else res[f.path] for f in spec.files_of(g.name))
+            print(f"{spec.name}/{g.prefix.strip('/')}/ (file group {g.name}, {sum(how.values())} files): " + ', '.join(f'{n} {k}' for k, n in how.items()))
     return res
 
-def verify(name:str)->dict:
-    "Check every raw file of `name` against its sha256; raise on a mismatch, return {file: sha256}."
+def verify(name:str, # dataset name
+           group:str|None=None, # a file group (None: the files `load()` reads; '*': every file)
+          )->dict:
+    "Check the raw files of `name` (or of its file group `group`) against their sha256; raise on a mismatch, return {file: sha256}."
     spec = get_spec(name); d = raw_dir(spec.name); out = {}
+    if group not in (None, '*'): spec.group(group)      # a KeyError naming the groups
     pinned = dict(spec_pins(spec))
-    for f in spec.files:
+    for f in spec.files_of(group):
         p = d/f.path
         if not p.exists():
             if spec.name == 'seahorse': raise MissingDataError(_seahorse_help())
@@ -300,9 +354,20 @@ def spec_pins(spec):
 def available(name:str)->bool:
     "Whether `name`'s raw files are present (or fetchable from the local mirror)."
     spec = get_spec(name)
-    if all((raw_dir(name)/f.path).exists() for f in spec.files): return True
+    if all((raw_dir(name)/f.path).exists() for f in spec.files_of(None)): return True
     m = default_mirror()
-    return bool(m) and all(any(c.is_file() for c in _mirror_candidates(m, spec.name, f)) for f in spec.files)
+    return bool(m) and all(any(c.is_file() for c in _mirror_candidates(m, spec.name, f)) for f in spec.files_of(None))
+
+def group_files(name:str, group:str)->dict:
+    "The files of dataset `name`'s file group `group`, fetched when missing (like `load`) and verified: {path below data/raw/<name>/: sha256}."
+    spec = get_spec(name); g = spec.group(group)
+    if not all((raw_dir(name)/f.path).exists() for f in spec.files_of(g.name)) and default_mirror(): fetch(spec.name, verbose=False)
+    return verify(spec.name, g.name)
+
+def group_digest(name:str, group:str)->str:
+    "One sha256 for a whole file group: over its verified 'sha256  path' lines, sorted (a provenance input standing for hundreds of files)."
+    lines = ''.join(f'{h}  {p}\n' for p, h in sorted(group_files(name, group).items()))
+    return hashlib.sha256(lines.encode()).hexdigest()
 
 # %% ../nbs/01_data.ipynb #fcd83d3f
 def _item_slug(s):
@@ -518,7 +583,7 @@ def load(name:str, # dataset name (see `DATASETS`)
     spec = get_spec(name)
     if spec.name == 'seahorse' and not all((raw_dir(name)/f.path).exists() for f in spec.files):
         raise MissingDataError(_seahorse_help())
-    if fetch_missing and not all((raw_dir(name)/f.path).exists() for f in spec.files) and default_mirror():
+    if fetch_missing and not all((raw_dir(name)/f.path).exists() for f in spec.files_of(None)) and default_mirror():
         fetch(name, verbose=False)
     hashes = verify(name)
     key = (spec.name, str(raw_dir(name)), tuple(sorted(hashes.items())))
@@ -532,3 +597,34 @@ def load(name:str, # dataset name (see `DATASETS`)
 def as_dataset(dataset)->Dataset:
     "`dataset` itself if it is a loaded Dataset, else `load(dataset)` (every public function taking a dataset accepts either)."
     return dataset if isinstance(dataset, Dataset) else load(dataset)
+
+# %% ../nbs/01_data.ipynb #3ca1d06a
+def _load_summeval_crowd(ds, d):
+    "The 5 crowd ratings of the 1200 items LLM_summeval covers; their 3 expert ratings must equal the dataset's (a join check)."
+    lit = lambda v: ast.literal_eval(v) if isinstance(v, str) else v
+    known = ds.human.set_index(['item_id', 'dimension', 'annotator']).score; rows, bad = [], 0
+    for f in sorted((d/'llm_summeval/model_output_annotations').glob('M*_outputs_annotations.jsonl')):
+        for l in f.read_text().splitlines():
+            if not l.strip(): continue
+            r = json.loads(l); iid = f"{r['id']}__{r['model_id']}"
+            for e, a in zip(('e0', 'e1', 'e2'), lit(r['expert_annotations'])):
+                bad += sum(known.get((iid, k, e)) != float(v) for k, v in a.items())
+            rows += [(iid, k, f't{i}', float(v)) for i, a in enumerate(lit(r['turker_annotations'])) for k, v in a.items()]
+    if bad: raise DataError(f"SummEval crowd file: {bad} expert ratings differ from the dataset's (the records are not aligned)")
+    return _human_rows(rows)
+
+_CROWD = {'summeval': ('crowd', _load_summeval_crowd, '5 crowd workers (Amazon Mechanical Turk), t0-t4 by position')}
+CROWD_DATASETS = tuple(_CROWD)     # datasets with crowd ratings beside their main annotators
+
+def load_crowd(name:str)->Dataset:
+    "Dataset `name` with its crowd ratings as `human` (the items they cover): a second human baseline, and the alt-test against crowd raters (epsilon 0.1, SPEC)."
+    spec = get_spec(name)
+    if spec.name not in _CROWD: raise KeyError(f"{spec.name} has no crowd ratings; datasets with crowd ratings: {list(_CROWD)}")
+    group, reader, who = _CROWD[spec.name]; ds = load(spec.name)
+    group_files(spec.name, group)
+    human = reader(ds, raw_dir(spec.name))
+    items = ds.items[ds.items.item_id.isin(set(human.item_id))].reset_index(drop=True)
+    cspec = replace(spec, annotators=who, alt_test_epsilon=0.1, alt_test_raters='annotators',
+                    notes=f'crowd ratings of {len(items)} of the {len(ds.items)} items (file group {group!r}); ' + spec.notes)
+    return Dataset(cspec, items, human, {}, {**ds.hashes, f'{group}/ (file group, sha256 of its sorted SHA256SUMS lines)': group_digest(spec.name, group)})
+

@@ -6,19 +6,21 @@
 from __future__ import annotations
 import warnings
 import numpy as np, pandas as pd
-import json, re, yaml
+import json, re, string, yaml
 from pathlib import Path
 from . import data as D
 from .core import paths, _rel, record_manifest
 from .prompts import load_prompt, item_variables, scale_text
 from .parse import parse_score
+from .llm import Request
 from .stats import round_to_scale, corr, alt_test, split_indices, REGRESSOR_ORDER, make_regressor
 from .judgments import slug
 from .judges import judgment_row, icl_examples, typed_judgments
 
 # %% auto #0
 __all__ = ['feature_columns', 'evaluate_regressor', 'best_regressor', 'parse_criteria', 'generic_criteria',
-           'generated_generic_criteria', 'decompose_criteria', 'decomposition', 'aggregate']
+           'generated_generic_criteria', 'hypoeval_hypotheses', 'hypoeval_requests', 'hypoeval_aggregate',
+           'decompose_criteria', 'decomposition', 'aggregate']
 
 # %% ../nbs/09_decompose.ipynb #8975face
 def feature_columns(children:dict, # {L1 criterion: [its sub-criterion columns]}
@@ -91,9 +93,51 @@ def generated_generic_criteria(ds, backend, k:int=10, seed:int=0, progress=True)
 
 def _key(s): return re.sub(r'[^a-z0-9]', '', str(s).lower())
 
+_HYPO_KIND = dict(summeval='summary', hanna='story')     # HypoEval's published decompositions: summaries (SummEval) and HANNA stories
+_HYPO_CONFIG = dict(summeval='data_summeval_config_from_HypoEval-Gen.yaml', hanna='data/hanna/config.yaml')
+
+def hypoeval_hypotheses(ds, dims)->dict:
+    "{dimension: {hypothesis: selection score}}: HypoEval's 5 published rubric hypotheses per aspect (file group `hypoeval`, sha256-verified)."
+    if ds.name not in _HYPO_KIND or not any(g.name == 'hypoeval' for g in ds.spec.file_groups):
+        raise ValueError(f"HypoEval published decompositions for summeval and hanna only, not {ds.name}")
+    D.group_files(ds.name, 'hypoeval'); out = {}
+    for d in dims:
+        p = D.raw_dir(ds.name)/'methods/hypoeval/selected_hypotheses'/f'{_HYPO_KIND[ds.name]}_{d}.json'
+        if not p.exists(): raise ValueError(f"HypoEval has no hypotheses for {ds.name}/{d} ({_rel(p, paths.root)})")
+        out[d] = {str(h): float(w) for h, w in json.loads(p.read_text()).items()}
+    return out
+
+def hypoeval_requests(ds, its, dims, hyps:dict, max_tokens:int=512, seed:int=0)->list:
+    "HypoEval's scoring requests: its system and user templates (from its config in the file group) per (item, dimension, hypothesis)."
+    tmpl = yaml.safe_load((D.raw_dir(ds.name)/'methods/hypoeval'/_HYPO_CONFIG[ds.name]).read_text())['prompt_templates']['hypoeval']
+    reqs = []
+    for it in its.itertuples():
+        for d in dims:
+            v = dict(aspect=d, definition=ds.dim(d).definition, story=str(it.output) if ds.name == 'hanna' else str(it.source),
+                     summary=str(it.output), prompt=str(it.source))   # HANNA: the story and its prompt; SummEval: the article ('story') and the summary
+            for h in hyps[d]:
+                msgs = [dict(role=r, content=string.Template(tmpl[r]).safe_substitute(v, hypothesis=h)) for r in ('system', 'user')]
+                reqs.append(Request(msgs, max_tokens=max_tokens, temperature=0.0, seed=seed, meta=dict(item_id=it.item_id, dimension=d, sub=h, prompt='hypoeval')))
+    return reqs
+
+def hypoeval_aggregate(j:pd.DataFrame, # `decomposition(variant='hypoeval')` judgments
+                       hyps:dict, # `hypoeval_hypotheses`
+                      )->pd.DataFrame: # judgments: judge 'hypoeval_mean' (their evaluator.py) and 'hypoeval_weighted'
+    "HypoEval's own aggregation: the mean of the hypothesis scores rounded to 1 decimal (evaluator.py), and the mean weighted by the hypotheses' selection scores; an item with an unparsed hypothesis score fails (never a default)."
+    rows = []
+    for (iid, d), g in j.groupby(['item_id', 'dimension'], sort=False):
+        w = g.subcriterion.map(hyps[d]).astype(float); ok = g.parse_ok.values
+        miss = int((~ok).sum()); model = g.model.iloc[0]
+        for judge, val in (('hypoeval_mean', round(float(g.score.mean()), 1) if not miss else np.nan),
+                           ('hypoeval_weighted', float((g.score*w).sum()/w.sum()) if not miss else np.nan)):
+            rows.append(dict(item_id=iid, dimension=d, judge=judge, model=model, score=val, rationale=None, sample=0, parse_ok=not miss,
+                             failure=f'{miss} of {len(g)} hypothesis scores unparsed' if miss else None))
+    return typed_judgments(rows)
+
 def decompose_criteria(ds, dims, backend, variant:str='hd_eval', k:int=4, k3:int=2, icl:int=5, seed:int=0, progress=True,
                        generic:str='generate', k_generic:int=10)->dict:
-    "{L1: [sub-criteria 'name: description']} for a decomposition variant (LLM calls batched per level)."
+    "{L1: [sub-criteria 'name: description']} for a decomposition variant (LLM calls batched per level; 'hypoeval': HypoEval's published hypotheses, no call)."
+    if variant == 'hypoeval': return {d: list(h) for d, h in hypoeval_hypotheses(ds, dims).items()}
     if variant == 'l1_agnostic':
         crit = generic_criteria() if generic == 'file' else generated_generic_criteria(ds, backend, k_generic, seed, progress)[0]
         return {d: list(crit) for d in dims}
@@ -109,7 +153,7 @@ def decompose_criteria(ds, dims, backend, variant:str='hd_eval', k:int=4, k3:int
         for step in ('observable', 'independent'):
             cur = dict(zip(dims, gen([mk(d, step=step, previous=cur[d]) for d in dims])))
         return cur
-    if variant != 'hd_eval': raise ValueError(f"variant must be hd_eval, icl, aoi or l1_agnostic, not {variant!r}")
+    if variant != 'hd_eval': raise ValueError(f"variant must be hd_eval, icl, aoi, l1_agnostic or hypoeval, not {variant!r}")
     l2 = dict(zip(dims, gen([mk(d) for d in dims])))
     pairs = [(d, c) for d in dims for c in l2[d]]
     l3 = gen([mk(d, parent=c.split(':')[0], k=k3, dimension_label=c.split(':')[0], definition=c.split(':', 1)[-1].strip()) for d, c in pairs])
@@ -138,7 +182,8 @@ def decomposition(ds, its, dims, backend, variant:str='hd_eval', k:int=4, k3:int
                     inputs={f'{ds.name}/{f}': h for f, h in ds.hashes.items()})
     if failed: warnings.warn(f"decomposition ({variant}) gave no parseable sub-criterion for {failed}: the L1 criterion is its only feature (recorded in {_rel(out, paths.root)})")
     t = load_prompt('subcriterion_score'); reqs = []
-    for it in its.itertuples():
+    if variant == 'hypoeval': reqs = hypoeval_requests(ds, its, dims, tree, max_tokens, seed)       # HypoEval's own prompt per hypothesis
+    for it in (its.itertuples() if variant != 'hypoeval' else []):
         for d in dims:
             v = item_variables(ds, it, d)
             if variant == 'l1_agnostic': v.update(lo='1', hi='5', scale_text='1 = worst, 5 = best')   # generic criteria: one shared 1-5 scale
@@ -146,7 +191,7 @@ def decomposition(ds, its, dims, backend, variant:str='hd_eval', k:int=4, k3:int
                 reqs.append(t.request(meta=dict(item_id=it.item_id, dimension=d, sub=c), max_tokens=max_tokens, temperature=0.0, seed=seed, subcriterion=c, **v))
     outs = backend.generate(reqs, progress=progress); rows = []
     for r, c in zip(reqs, outs):
-        d = ds.dim(r.meta['dimension']); lo, hi = (1, 5) if variant == 'l1_agnostic' else (d.lo, d.hi)
+        d = ds.dim(r.meta['dimension']); lo, hi = (1, 5) if variant in ('l1_agnostic', 'hypoeval') else (d.lo, d.hi)
         ch = c.choices[0]
         rows.append({**judgment_row(r.meta['item_id'], d.name, f'decomposition_{variant}', c.model, parse_score(ch.text, lo, hi, ch.finish_reason), ch, r, c.backend,
                                     'L1 used as its own sub-criterion (decomposition failed)' if d.name in failed else 'parse'),

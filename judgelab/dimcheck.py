@@ -4,18 +4,20 @@
 
 # %% ../nbs/10_dimcheck.ipynb #0c0aaa61
 from __future__ import annotations
-import re, json
+import re, json, warnings
 import numpy as np, pandas as pd
 from dataclasses import dataclass, field
-from .llm import Request
+from .llm import Request, Choice
 from .prompts import load_prompt, item_variables
-from .parse import parse_score, strip_thinking
+from .parse import Parsed, parse_score, strip_thinking
 from .judges import analyze_rate_requests, analysis_text, to_table, typed_judgments, judgment_row, EXTRA_COLUMNS
+from .judgments import JUDGMENT_COLUMNS, list_judgments, load_judgments, slug
 from . import data as D
 
 # %% auto #0
-__all__ = ['NO_MARKER', 'CUT_AT_CAP', 'RESCORE_PREFIX', 'edited_analysis', 'rescore_request', 'dimcheck', 'edit_rate_by_other',
-           'edit_rate']
+__all__ = ['NO_MARKER', 'CUT_AT_CAP', 'ANALYSES_COLUMNS', 'RESCORE_PREFIX', 'edited_analysis', 'published_analysis',
+           'check_analyses_source', 'check_dimcheck_options', 'dimcheck_file_method', 'published_analyses',
+           'rescore_request', 'dimcheck', 'edit_rate_by_other', 'edit_rate']
 
 # %% ../nbs/10_dimcheck.ipynb #13142aaa
 NO_MARKER, CUT_AT_CAP = 'no "Edited analysis:" in the reply', 'no answer inside the generation cap'
@@ -43,16 +45,118 @@ class _State:
     edit_prompt_tokens: int = 0
     edit_completion_tokens: int = 0
 
+# %% ../nbs/10_dimcheck.ipynb #e74dc0c9
+_SCORE_FIELD = re.compile(r'[\s*_#>]*+(?<![A-Za-z])(?P<label>(?:final|overall)\s++(?:score|rating)|score|rating)'
+                          r'\s*+(?:\(\s*+\d++\s*+-\s*+\d++\s*+\))?+[\s*_]*+[:=]', re.I)
+_LEAD = re.compile(r'^[\s*_#>]*+(?:analysis|explanation|rationale|reasoning|evaluation)[\s*_]*+:[\s*_]*+', re.I)
+
+def published_analysis(text:str|None)->str:
+    "The analysis of a judge's reply: the text before its score field ('Rating:', 'Score:', 'Final score:', 'Overall rating (1-5):', markdown allowed; a 'final'/'overall' field outranks the others, as in `parse_score`), without a leading 'Analysis:' label or `<think>` blocks; '' when there is none."
+    t = strip_thinking(text)
+    hits = list(_SCORE_FIELD.finditer(t))
+    if hits:
+        final = [m for m in hits if m['label'][0] in 'fFoO']
+        t = t[:(final or hits)[-1].start()]
+    return _LEAD.sub('', t.strip(), count=1).strip()
+
+ANALYSES_COLUMNS = ['item_id', 'dimension', 'judge', 'model', 'score', 'rationale', 'sample', 'parse_ok']
+
+def check_analyses_source(dataset:str, # a dataset name
+                          name:str, # a published judgments source of it
+                         )->str:
+    "`name` if it is a published source of `dataset` with rationales, else a ValueError naming the sources that have them."
+    srcs = list_judgments(dataset); with_r = [s for s, r in srcs.rationales.items() if r]
+    have = f"sources of {dataset} with rationales: {', '.join(with_r) or 'none'}"
+    if name not in srcs.index: raise ValueError(f"analyses: no published judgments {name!r} for {dataset}; {have}")
+    if not srcs.rationales[name]: raise ValueError(f"analyses: the published judgments {name!r} of {dataset} have no rationales to edit; {have}")
+    return name
+
+def check_dimcheck_options(options:dict, # DimCheck's options (those given)
+                           dataset:str|None=None, # the dataset name, to check a published `analyses` source
+                          )->None:
+    "Option values DimCheck rejects, as a ValueError before anything runs (`judgelab.methods.check_options` calls it)."
+    o = options or {}
+    if o.get('order', 'paper') not in ('paper', 'random'): raise ValueError(f"order must be 'paper' or 'random', not {o['order']!r}")
+    a = o.get('analyses')
+    if a is not None and not isinstance(a, (str, pd.DataFrame)):
+        raise ValueError(f"analyses must be a judgments table with rationales or the name of a published source of the dataset, not {type(a).__name__} {a!r}")
+    if isinstance(a, str) and dataset is not None: check_analyses_source(dataset, a)
+    k = o.get('analyses_sample', 0)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0: raise ValueError(f"analyses_sample must be an int >= 0, not {k!r}")
+    aj = o.get('analyses_judge')
+    if aj is not None and (not isinstance(aj, str) or not aj.strip()): raise ValueError(f"analyses_judge must be 'judge/model', a judge or a model name, not {aj!r}")
+
+def _source_name(a)->str:
+    if isinstance(a, str): return a
+    if a.attrs.get('source'): return str(a.attrs['source']).split('/')[-1]
+    return '+'.join(dict.fromkeys(map(str, a.judge))) if len(a) else 'analyses'
+
+def dimcheck_file_method(options:dict|None=None)->str:
+    "The name DimCheck's judgments are filed under for these options: 'dimcheck' + the ablation + the source of published analyses (and its sample)."
+    o = options or {}
+    name = ('dimcheck' + ('_random' if o.get('order') == 'random' else '') + ('_onestep' if o.get('one_step') else '')
+            + ('' if o.get('thinking', True) else '_nothink'))
+    if o.get('analyses') is not None:
+        name += ('_' + slug(_source_name(o['analyses'])) + (f"_{slug(o['analyses_judge'])}" if o.get('analyses_judge') else '')
+                 + (f"_s{o['analyses_sample']}" if o.get('analyses_sample') else ''))
+    return name
+
+def published_analyses(ds, its, dims, # the dataset, the items and the dimensions DimCheck runs on
+                       analyses, # a judgments table with rationales, or the name of a published source of `ds`
+                       sample:int=0, # the sample to edit
+                       judge:str|None=None, # the judge to edit where the table holds several: 'judge/model', a judge or a model name
+                      )->tuple:
+    "(per (item, dimension) of `its` x `dims`, in Analyze-Rate request order: dict(analysis, score, text, judge, model) or dict(skip=reason); the source's name). Raises ValueError before any model call when the table does not match the dataset."
+    src = None
+    if isinstance(analyses, str): analyses = load_judgments(ds.name, check_analyses_source(ds.name, analyses))
+    check_dimcheck_options(dict(analyses=analyses, analyses_sample=sample, analyses_judge=judge))
+    a = analyses
+    if judge is not None and 'judge' in a.columns and 'model' in a.columns:
+        pick = (a.judge.astype(str) + '/' + a.model.astype(str) == judge) | (a.model.astype(str) == judge) | (a.judge.astype(str) == judge)
+        have = ', '.join(dict.fromkeys(f'{j}/{m}' for j, m in zip(a.judge, a.model)))
+        if not pick.any(): raise ValueError(f"analyses_judge {judge!r} matches none of the judges of the analyses ({have})")
+        a = a[pick].copy(); a.attrs.update(analyses.attrs)
+    if miss := [c for c in ANALYSES_COLUMNS if c not in a.columns]: raise ValueError(f"analyses lack the judgments column(s) {miss}; a judgments table has {', '.join(JUDGMENT_COLUMNS)}")
+    if not len(a): raise ValueError("analyses: the table is empty")
+    src = str(a.attrs.get('source') or _source_name(a))
+    if bad := sorted(set(map(str, a.item_id)) - set(ds.items.item_id)):
+        raise ValueError(f"analyses ({src}) name {len(bad)} item(s) that {ds.name} does not have, e.g. {bad[:3]}: are they the judgments of another dataset?")
+    if bad := sorted(set(a.dimension) - set(ds.spec.dim_names)):
+        raise ValueError(f"analyses ({src}) name dimension(s) {bad} that {ds.name} does not have ({', '.join(ds.spec.dim_names)})")
+    judges = list(dict.fromkeys(zip(a.judge, a.model)))
+    if len(judges) > 1: raise ValueError(f"analyses ({src}) hold {len(judges)} judges ({', '.join(f'{j}/{m}' for j, m in judges)}): pass analyses_judge='judge/model' (or the rows of one)")
+    if bad := [d for d in dims if d not in set(a.dimension)]:
+        raise ValueError(f"analyses ({src}) have no {', '.join(map(repr, bad))} analyses (they cover {', '.join(dict.fromkeys(a.dimension))}): choose dims among those")
+    if sample not in set(a['sample']): raise ValueError(f"analyses ({src}) have no sample {sample} (samples {a['sample'].min()}-{a['sample'].max()})")
+    if not a.rationale.notna().any(): raise ValueError(f"analyses ({src}) have no rationales to edit")
+    a = a[a['sample'] == sample]
+    if a.duplicated(['item_id', 'dimension']).any(): raise ValueError(f"analyses ({src}) have several rows for one item, dimension and sample {sample}")
+    by = {(str(r.item_id), r.dimension): r for r in a.itertuples()}
+    out = []
+    for it in its.itertuples():
+        for d in dims:
+            r = by.get((it.item_id, d))
+            if r is None: out.append(dict(skip=f'no published judgment (sample {sample})')); continue
+            if not r.parse_ok or not np.isfinite(r.score): out.append(dict(skip=f"published score not parsed ({getattr(r, 'failure', None) or 'no score'})")); continue
+            if not isinstance(r.rationale, str) or not r.rationale.strip(): out.append(dict(skip='no rationale')); continue
+            an = published_analysis(r.rationale)
+            if not an: out.append(dict(skip='no analysis before the score')); continue
+            out.append(dict(analysis=an, score=float(r.score), text=r.rationale, judge=str(r.judge), model=str(r.model)))
+    return out, src
+
 # %% ../nbs/10_dimcheck.ipynb #a197627f
 RESCORE_PREFIX = 'Rating:'
 
-def rescore_request(base:Request, # the Analyze-Rate request that produced the original analysis
+def rescore_request(base:Request, # the Analyze-Rate request that produced the original analysis (or judgelab's, for a published one)
                     analysis:str, # the edited analysis
-                    seed:int=0, template:str='analyze_rate')->Request:
+                    seed:int=0, template:str='analyze_rate',
+                    source:str|None=None, # where a published analysis came from ('<judge>/<model>, <source>'): said in the prompt column
+                   )->Request:
     "The evaluation request unchanged, with the edited analysis as the start of the judge's answer; the judge continues with the rating."
     prefill = dict(role='assistant', content=f'Analysis: {analysis}\n{RESCORE_PREFIX}')
+    prompt = f'{template}+rescore' + (f' (published analysis from {source})' if source else '')
     return Request(base.messages + [prefill], max_tokens=16, temperature=0.0, seed=seed, continue_final=True,
-                   meta=dict(item_id=base.meta['item_id'], dimension=base.meta['dimension'], prompt=f'{template}+rescore'))
+                   meta=dict(item_id=base.meta['item_id'], dimension=base.meta['dimension'], prompt=prompt))
 
 def dimcheck(ds, its, dims, backend, editor=None, # editor backend (default: the judge's backend)
              order:str='paper', # 'paper' (dataset paper order) or 'random' (seeded per item)
@@ -61,25 +165,34 @@ def dimcheck(ds, its, dims, backend, editor=None, # editor backend (default: the
              others=None, # non-target dimensions (default: all other dimensions except 'overall')
              max_tokens:int=2000, # generation cap of each edit
              max_restarts:int=2, # restarts of an edit with no answer (cut at the cap, or no 'Edited analysis:')
-             base_max_tokens:int=256, seed:int=0, progress=True, template:str='analyze_rate', edit_template:str='dimcheck_edit'):
-    "DimCheck judgments (with every intermediate analysis recorded)."
-    if order not in ('paper', 'random'): raise ValueError(f"order must be 'paper' or 'random', not {order!r}")
+             base_max_tokens:int=256, seed:int=0, progress=True, template:str='analyze_rate', edit_template:str='dimcheck_edit',
+             analyses=None, # start from existing analyses instead of generating them: a judgments table with rationales, or a published source of the dataset (`list_judgments`)
+             analyses_sample:int=0, # the sample of `analyses` to edit (a published judge may have several per item)
+             analyses_judge:str|None=None, # where `analyses` hold several judges (e.g. llm_summeval's nine): 'judge/model', a judge or a model name
+            ):
+    "DimCheck judgments (with every intermediate analysis recorded), on generated Analyze-Rate analyses or on existing ones."
+    check_dimcheck_options(dict(order=order, analyses=analyses, analyses_sample=analyses_sample, analyses_judge=analyses_judge), ds.name)
     editor = editor or backend; et = load_prompt(edit_template)
     calls = dict(base=0, edit_rounds=0, rescore=0)
     base_reqs = analyze_rate_requests(ds, its, dims, template, 0.0, 1, base_max_tokens, seed)
-    base = backend.generate(base_reqs, progress=progress); calls['base'] = 1
-    states = []
-    for k, (r, c) in enumerate(zip(base_reqs, base)):
+    if analyses is None:            # the judge's own Analyze-Rate analyses, one batch
+        base = backend.generate(base_reqs, progress=progress); calls['base'] = 1; src = None
+        origins = [dict(analysis=analysis_text(c.text), completion=c, judge=template, model=c.model, source='generated') for c in base]
+    else:                           # existing analyses: checked against the dataset before any call, nothing generated
+        pub, src = published_analyses(ds, its, dims, analyses, analyses_sample, analyses_judge)
+        origins = [dict(p, source=src) for p in pub]
+    states = {}
+    for k, (r, o) in enumerate(zip(base_reqs, origins)):
+        if 'skip' in o: continue
         t = r.meta['dimension']; it = its[its.item_id == r.meta['item_id']].iloc[0]
-        nt = [ds.dim(o).name for o in others] if others else [d for d in ds.spec.dim_names if d not in (t, 'overall')]
-        nt = [o for o in nt if o != t]
+        nt = [ds.dim(x).name for x in others] if others else [d for d in ds.spec.dim_names if d not in (t, 'overall')]
+        nt = [x for x in nt if x != t]
         if order == 'random': nt = list(np.random.default_rng([seed, k]).permutation(nt))
-        plan = [nt] if one_step else [[o] for o in nt]
-        a0 = analysis_text(c.text)
-        states.append(_State(it, t, plan, c.text, a0, a0))
-    n_steps = max((len(s.plan) for s in states), default=0)
+        plan = [nt] if one_step else [[x] for x in nt]
+        states[k] = _State(it, t, plan, o.get('text') or o['completion'].text, o['analysis'], o['analysis'])
+    n_steps = max((len(s.plan) for s in states.values()), default=0)
     for step in range(n_steps):
-        todo = [s for s in states if step < len(s.plan)]
+        todo = [s for s in states.values() if step < len(s.plan)]
         attempt = 0
         while todo:
             reqs = []
@@ -104,28 +217,47 @@ def dimcheck(ds, its, dims, backend, editor=None, # editor backend (default: the
                 s.analysis = new
             todo = retry; attempt += 1
     # rescore the changed analyses, one batch: the unchanged evaluation prompt, the edited analysis as the start of the answer
-    changed = [s for s in states if _norm(s.analysis) != _norm(s.analysis0)]
-    req_of = {(r.meta['item_id'], r.meta['dimension']): r for r in base_reqs}
-    rescore_reqs = [rescore_request(req_of[(s.item.item_id, s.target)], s.analysis, seed, template) for s in changed]
+    # (for a published analysis judgelab's Analyze-Rate request of the item and dimension: the published judge's own prompt is not judgelab's)
+    changed = [k for k, s in states.items() if _norm(s.analysis) != _norm(s.analysis0)]
+    note = lambda o: None if o['source'] == 'generated' else f"{o['judge']}/{o['model']}, {o['source']}"
+    rescore_reqs = [rescore_request(base_reqs[k], states[k].analysis, seed, template, note(origins[k])) for k in changed]
     rescored = {}
     if rescore_reqs:
-        for s, c in zip(changed, backend.generate(rescore_reqs, progress=progress)): rescored[id(s)] = c
-        calls['rescore'] = 1
-    rows = []
-    suffix = ('_random' if order == 'random' else '') + ('_onestep' if one_step else '') + ('' if thinking else '_nothink')
-    for s, r, c in zip(states, base_reqs, base):
-        d = ds.dim(s.target); base_p = parse_score(c.text, d.lo, d.hi, c.finish_reason)
-        if id(s) in rescored:
-            rc = rescored[id(s)]; p = parse_score(RESCORE_PREFIX + rc.text, d.lo, d.hi, rc.finish_reason); ch = rc.choices[0]
-        else: p, ch = base_p, c.choices[0]
-        row = judgment_row(s.item.item_id, d.name, 'dimcheck' + suffix, c.model, p, ch, r, c.backend, 'rescored' if id(s) in rescored else 'kept')
-        row.update(rationale=s.analysis, base_score=base_p.value if base_p.ok else np.nan, changed=id(s) in rescored,
+        rescored = dict(zip(changed, backend.generate(rescore_reqs, progress=progress))); calls['rescore'] = 1
+    rows = []; skipped = {}
+    suffix = dimcheck_file_method(dict(order=order, one_step=one_step, thinking=thinking))[len('dimcheck'):]
+    for k, (r, o) in enumerate(zip(base_reqs, origins)):
+        d = ds.dim(r.meta['dimension']); s = states.get(k); gen = 'completion' in o
+        if s is None:           # no usable published analysis: a row saying why, never a silent gap
+            skipped[o['skip']] = skipped.get(o['skip'], 0) + 1
+            row = judgment_row(r.meta['item_id'], d.name, 'dimcheck' + suffix, backend.identity(), Parsed(None, f"skipped: {o['skip']}"),
+                               Choice('', sample=analyses_sample), r, backend.name, 'skipped')
+            row.update(rationale=None, prompt=f'none (no analysis in {src})', base_score=np.nan, changed=False, steps='[]', n_steps=0,
+                       restarts=0, edit_failures=0, edit_prompt_tokens=0, edit_completion_tokens=0, base_completion_tokens=np.nan,
+                       base_analysis=None, analysis_source=src, analysis_judge=None, analysis_model=None, analysis_sample=analyses_sample)
+            rows.append(row); continue
+        if gen: c = o['completion']; base_p = parse_score(c.text, d.lo, d.hi, c.finish_reason)
+        else: base_p = Parsed(o['score'])           # the published score: nothing of ours generated it
+        if k in rescored:
+            rc = rescored[k]; p = parse_score(RESCORE_PREFIX + rc.text, d.lo, d.hi, rc.finish_reason)
+            row = judgment_row(s.item.item_id, d.name, 'dimcheck' + suffix, rc.model, p, rc.choices[0], rescore_reqs[changed.index(k)], rc.backend, 'rescored')
+        elif gen: row = judgment_row(s.item.item_id, d.name, 'dimcheck' + suffix, c.model, base_p, c.choices[0], r, c.backend, 'kept')
+        else:
+            row = judgment_row(s.item.item_id, d.name, 'dimcheck' + suffix, backend.identity(), base_p, Choice(o['text'], sample=analyses_sample),
+                               r, backend.name, 'kept')
+            row.update(prompt=f"published ({note(o)})")
+        row.update(rationale=s.analysis, base_score=base_p.value if base_p.ok else np.nan, changed=k in rescored,
                    steps=json.dumps(s.steps, ensure_ascii=False), n_steps=len(s.plan), restarts=s.restarts, edit_failures=s.failures,
                    edit_prompt_tokens=s.edit_prompt_tokens, edit_completion_tokens=s.edit_completion_tokens,
-                   base_completion_tokens=c.completion_tokens)
+                   base_completion_tokens=c.completion_tokens if gen else np.nan, base_analysis=s.analysis0,
+                   analysis_source=o['source'], analysis_judge=o['judge'], analysis_model=o['model'], analysis_sample=0 if gen else analyses_sample)
         rows.append(row)
     j = typed_judgments(rows)
-    j.attrs.update(calls=calls, file_method='dimcheck' + suffix)
+    j.attrs.update(calls=calls, skipped=sum(skipped.values()), skipped_reasons=skipped,
+                   file_method=dimcheck_file_method(dict(order=order, one_step=one_step, thinking=thinking, analyses=analyses, analyses_sample=analyses_sample,
+                                                         analyses_judge=analyses_judge)))
+    if skipped: warnings.warn(f"DimCheck: {sum(skipped.values())} of {len(rows)} (item, dimension) pairs skipped, no usable analysis in {src} "
+                              f"({'; '.join(f'{v}: {r}' for r, v in skipped.items())}); their rows have scoring 'skipped'")
     return j
 
 def edit_rate_by_other(j:pd.DataFrame)->pd.DataFrame:
@@ -137,7 +269,11 @@ def edit_rate_by_other(j:pd.DataFrame)->pd.DataFrame:
                                                               edit_failures=('failed', 'sum')).reset_index()
 
 def edit_rate(j:pd.DataFrame)->pd.DataFrame:
-    "Share of analyses DimCheck changed, per dimension, with the editing cost."
-    return j.groupby('dimension', sort=False).agg(items=('item_id', 'nunique'), edit_rate=('changed', 'mean'), restarts=('restarts', 'sum'),
+    "Share of analyses DimCheck changed, per dimension, with the editing cost; items without an analysis to edit (`skipped`) are counted apart."
+    sk = j.scoring.eq('skipped') if 'scoring' in j else pd.Series(False, index=j.index)
+    t = j[~sk].groupby('dimension', sort=False).agg(items=('item_id', 'nunique'), edit_rate=('changed', 'mean'), restarts=('restarts', 'sum'),
         edit_failures=('edit_failures', 'sum'), edit_completion_tokens=('edit_completion_tokens', 'mean'),
-        base_completion_tokens=('base_completion_tokens', 'mean')).reset_index()
+        base_completion_tokens=('base_completion_tokens', 'mean'))
+    t = t.reindex(list(dict.fromkeys(j.dimension))).assign(skipped=sk.groupby(j.dimension).sum())
+    t[['items', 'restarts', 'edit_failures']] = t[['items', 'restarts', 'edit_failures']].fillna(0).astype(int)   # a dimension with every item skipped
+    return t.rename_axis('dimension').reset_index()

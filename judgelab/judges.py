@@ -4,23 +4,26 @@
 
 # %% ../nbs/07_judges.ipynb #0044f950
 from __future__ import annotations
-import re, json, math, warnings
+import re, json, math, bisect, itertools, warnings
 import numpy as np, pandas as pd
 from . import data as D
 from .llm import Backend, Request
 from .models import get_backend
 from .prompts import load_prompt, item_variables
-from .parse import Parsed, NO_SCORE, parse_score, geval_score, geval_from_samples, score_position, strip_thinking
+from .parse import (Parsed, NO_SCORE, EMPTY, parse_score, range_failure, geval_score, geval_distribution, score_probs, geval_from_samples,
+                            score_position, strip_thinking)
 from .judgments import JUDGMENT_COLUMNS, judgment_scores
 from .stats import round_to_scale, split_indices, make_regressor
 
 # %% auto #0
-__all__ = ['EXTRA_COLUMNS', 'select_items', 'resolve', 'judgment_row', 'typed_judgments', 'to_table', 'summarize',
-           'analysis_text', 'analyze_rate_requests', 'analyze_rate', 'geval_position', 'geval_steps', 'geval',
-           'icl_examples', 'direct', 'direct_regressor']
+__all__ = ['EXTRA_COLUMNS', 'OPTIONAL_COLUMNS', 'select_items', 'resolve', 'judgment_row', 'typed_judgments', 'to_table',
+           'summarize', 'analysis_text', 'analyze_rate_requests', 'analyze_rate', 'geval_labels', 'geval_offset',
+           'geval_stop_pattern', 'geval_position', 'geval_text_score', 'geval_steps', 'score_strings',
+           'has_official_geval', 'geval_official_prompts', 'geval', 'icl_examples', 'direct', 'direct_regressor']
 
 # %% ../nbs/07_judges.ipynb #eef54c05
 EXTRA_COLUMNS = ['prompt', 'backend', 'prompt_tokens', 'completion_tokens', 'seconds', 'cached', 'key', 'scoring', 'finish_reason']
+OPTIONAL_COLUMNS = ['valid_mass']   # after EXTRA_COLUMNS when a method records them: G-Eval's probability mass on valid ratings at the score position
 
 def select_items(ds, items=None, n_items:int|None=None, seed:int=0)->pd.DataFrame:
     "The items to judge: given ids (checked), else a seeded sample of `n_items`, else all."
@@ -52,21 +55,26 @@ def judgment_row(item_id, dim, judge, model, parsed, choice, request, backend_na
                 scoring=scoring, finish_reason=choice.finish_reason)
 
 def typed_judgments(rows, columns=None)->pd.DataFrame:
-    "Rows as a judgments table with its column types (float score, bool parse_ok, int sample); extra columns kept."
+    "Rows as a judgments table with its column types (float score, bool parse_ok, int sample, float valid_mass); extra columns kept."
     j = pd.DataFrame(rows, columns=columns)
     j['score'] = j.score.astype(float); j['parse_ok'] = j.parse_ok.astype(bool)
     if 'sample' in j: j['sample'] = j['sample'].astype(int)
+    if 'valid_mass' in j: j['valid_mass'] = j.valid_mass.astype(float)
     return j
 
-def to_table(rows)->pd.DataFrame: return typed_judgments(rows, JUDGMENT_COLUMNS + EXTRA_COLUMNS)
+def to_table(rows)->pd.DataFrame:
+    "Rows as a judgments table: `JUDGMENT_COLUMNS`, `EXTRA_COLUMNS`, then the `OPTIONAL_COLUMNS` some row has."
+    rows = list(rows)
+    return typed_judgments(rows, JUDGMENT_COLUMNS + EXTRA_COLUMNS + [c for c in OPTIONAL_COLUMNS if any(c in r for r in rows)])
 
 def summarize(j:pd.DataFrame)->pd.DataFrame:
-    "Cost and failure table per judge x dimension: rows, parse failures, tokens and seconds in total and per item."
+    "Cost and failure table per judge x dimension: rows, parse failures and failure rate, tokens and seconds in total and per item, and the mean valid-score mass where the judgments have it (G-Eval)."
     g = j.groupby(['judge', 'model', 'dimension'], sort=False)
     t = g.agg(items=('item_id', 'nunique'), rows=('sample', 'size'), parse_failures=('parse_ok', lambda x: int((~x).sum())),
               failure_rate=('parse_ok', lambda x: float((~x).mean())), prompt_tokens=('prompt_tokens', 'sum'),
               completion_tokens=('completion_tokens', 'sum'), seconds=('seconds', 'sum'), cached=('cached', 'mean')).reset_index()
     for c in ('rows', 'prompt_tokens', 'completion_tokens', 'seconds'): t[f'{c}_per_item'] = t[c]/t['items']
+    if 'valid_mass' in j: t['valid_mass'] = g.valid_mass.mean().values      # mean probability on valid ratings (NaN rows skipped)
     return t
 
 # %% ../nbs/07_judges.ipynb #50702f93
@@ -93,15 +101,50 @@ def analyze_rate(ds, its, dims, backend, template:str='analyze_rate', temperatur
     return to_table(rows)
 
 # %% ../nbs/07_judges.ipynb #125ced54
-def geval_position(logprobs):
-    "The score position: after the last score field if the output has one, else the output's first token if it is a number."
-    p = score_position(logprobs)
-    if p is not None: return p
-    for i, t in enumerate(logprobs or []):
-        tok = t['token'] or ''
-        if re.match(r'\s*\d', tok): return i
-        if tok.strip(): return None      # something other than the score came first
-    return None
+_GENERIC_LABEL = r'(?:(?:final|overall)\s++)?+(?:score|rating)'
+_LIST_NUMBER = re.compile(r'[.)]\s*+\S')                  # after a leading number: "1. Coherence", "2) The summary": list numbering
+_LEADING = re.compile(r'\s*+\**+\s*+(\d++)(?:\.\d++)?+')
+
+def geval_labels(dim)->list:
+    "The names a G-Eval reply may use for a dimension's field: its label, its name and aliases (underscores as spaces)."
+    return list(dict.fromkeys(n for n in [dim.label, dim.name, *dim.aliases] if n and n.strip()))
+
+def _label_pattern(labels=())->str:
+    "A field label, as a regex: the dimension's names (then optionally 'score'/'rating'), 'score', 'rating', 'final score', ..."
+    names = sorted({re.sub(r'[\s_]+', ' ', l).strip() for l in labels if l and l.strip()}, key=len, reverse=True)
+    alt = '|'.join(r'\s++'.join(map(re.escape, n.split(' '))) for n in names)
+    dim = rf'(?:{alt})(?:\s++(?:score|rating))?+|' if alt else ''
+    return rf'(?<![\w])(?:{dim}{_GENERIC_LABEL})\**+\s*+(?:\(\s*+\d++\s*+(?:-|–|to)\s*+\d++\s*+\)\s*+)?+\**+\s*+[:=]\s*+\**+\s*+'
+
+def geval_offset(text:str, labels=())->int|None:
+    "Character offset of the rating in a G-Eval reply: after the first field label ('Coherence: 4', '**Rating**: 4', '- Coherence (1-5): 4', '1. Coherence: 4'), else the reply's leading number unless it is list numbering ('1. The summary ...'); None when there is none."
+    t = text or ''
+    m = re.search(_label_pattern(labels) + r'(?=\d)', t, flags=re.I)
+    if m: return m.end()
+    m = _LEADING.match(t)
+    if m is None or _LIST_NUMBER.match(t, m.end()): return None
+    return m.start(1)
+
+def geval_stop_pattern(labels=(), hi:float=5)->str:
+    "A `Request.stop_pattern` that ends a G-Eval reply once its rating is written (a one-digit scale stops at the digit, a longer one at the next character)."
+    num = r'\d' if hi < 10 else r'\d++(?=\.?[^\d.])'
+    return rf'(?i:{_label_pattern(labels)}){num}|^\s*+\**+\s*+\d++[^\d.)]'
+
+def geval_position(logprobs, labels=()):
+    "The score position: the token holding the rating `geval_offset` finds in the generated text (list numbering is never a score), or None."
+    toks = [t['token'] or '' for t in logprobs or []]
+    starts = list(itertools.accumulate(map(len, toks), initial=0))
+    off = geval_offset(''.join(toks), labels)
+    if off is None: return None
+    i = bisect.bisect_right(starts, off, hi=len(toks)) - 1
+    return i if toks[i][:off - starts[i]].strip(' \t\n*') == '' else None   # the token starts the rating (' 4', '4'), not ':4'
+
+def geval_text_score(text:str, lo:float, hi:float, labels=())->Parsed:
+    "The rating of a sampled G-Eval reply, found as `geval_offset` finds it (the fallback without logprobs)."
+    off = geval_offset(text, labels)
+    if off is None: return Parsed(None, EMPTY if not (text or '').strip() else NO_SCORE)
+    x = float(re.match(r'\d++(?:\.\d++)?+', text[off:])[0])
+    return Parsed(None, why) if (why := range_failure(x, lo, hi)) else Parsed(x)
 
 def geval_steps(ds, dims, backend, template:str='geval_steps', max_tokens:int=256, seed:int=0, progress=True)->dict:
     "{dimension: evaluation steps written by the model} (G-Eval's auto-CoT): one greedy request per dimension."
@@ -114,29 +157,67 @@ def geval_steps(ds, dims, backend, template:str='geval_steps', max_tokens:int=25
         out[r.meta['dimension']] = '\n'.join(numbered or lines).strip()
     return out
 
-def geval(ds, its, dims, backend, template:str='geval', top_logprobs:int=5, n_samples:int=10, max_tokens:int=4,
+def score_strings(lo, hi)->tuple:
+    "The ratings lo..hi as the strings a judge writes ('1', ..., '5')."
+    return tuple(str(s) for s in range(int(lo), int(hi) + 1))
+
+_GEVAL_FILES = dict(coherence='coh', consistency='con', fluency='flu', relevance='rel')
+
+def has_official_geval(ds)->bool:
+    "Whether G-Eval released prompts for this dataset (a `geval` file group in its registry entry: SummEval)."
+    return any(g.name == 'geval' for g in D.get_spec(ds.name if hasattr(ds, 'spec') else ds).file_groups)
+
+def geval_official_prompts(ds, dims)->dict:
+    "{dimension: G-Eval's released prompt text} (prompts/<dataset>/<dim>_detailed.txt of the `geval` file group, sha256-verified)."
+    name = ds.name if hasattr(ds, 'spec') else str(ds)
+    if not has_official_geval(name): raise ValueError(f"G-Eval released no prompts for {name} (only SummEval): use prompts='judgelab'")
+    D.group_files(name, 'geval'); out = {}
+    for d in dims:
+        if d not in _GEVAL_FILES: raise ValueError(f"G-Eval released no prompt for {name}/{d}; its prompts: {list(_GEVAL_FILES)}")
+        out[d] = (D.raw_dir(name)/'methods/geval/prompts'/name/f'{_GEVAL_FILES[d]}_detailed.txt').read_text()
+        if '{{Document}}' not in out[d] or '{{Summary}}' not in out[d]: raise ValueError(f"G-Eval prompt for {name}/{d} lacks its {{{{Document}}}}/{{{{Summary}}}} placeholders")
+    return out
+
+def geval(ds, its, dims, backend, template:str='geval',
+          top_logprobs:int=20, # alternatives per token where the backend gives only the top (OpenAI: at most 20; vLLM: SamplingParams(logprobs=20), its default max_logprobs)
+          n_samples:int=20, # fallback without logprobs: samples per item (the paper's n)
+          max_tokens:int=16, # room for a label and the score ('1. Coherence (1-5): 4'); llama.cpp stops once the score is written
           min_share:float=0.5, # fallback without logprobs: the share of the n_samples that must parse, else a failure
           auto_steps:bool=False, # the model writes the evaluation steps first (G-Eval's auto-CoT)
-          steps_max_tokens:int=256, seed:int=0, progress=True):
-    "G-Eval judgments: probability-weighted scores from logprobs (fallback: mean of n samples)."
+          steps_max_tokens:int=256, seed:int=0, progress=True,
+          prompts:str='default', # 'official': G-Eval's released prompts (SummEval); 'judgelab': `template`; 'default': official where released, else judgelab
+         ):
+    "G-Eval judgments: probability-weighted scores over every valid rating at the score position (fallback: mean of n samples)."
+    if prompts not in ('default', 'official', 'judgelab'): raise ValueError(f"prompts must be 'default', 'official' or 'judgelab', not {prompts!r}")
+    official = geval_official_prompts(ds, dims) if prompts != 'judgelab' and (prompts == 'official' or has_official_geval(ds)) else {}
+    if official and auto_steps: raise ValueError("G-Eval's official prompts hold their own evaluation steps: auto_steps needs prompts='judgelab'")
     t = load_prompt(template)
     steps = geval_steps(ds, dims, backend, max_tokens=steps_max_tokens, seed=seed, progress=progress) if auto_steps else {}
-    reqs = [t.request(meta=dict(item_id=it.item_id, dimension=d), max_tokens=max_tokens, temperature=0.0, seed=seed, logprobs=True,
-                      top_logprobs=top_logprobs, **item_variables(ds, it, d), steps=steps.get(d, '')) for it in its.itertuples() for d in dims]
+    reqs = []
+    for it in its.itertuples():
+        for d in dims:
+            dm = ds.dim(d); labels = geval_labels(dm)
+            kw = dict(meta=dict(item_id=it.item_id, dimension=d), max_tokens=max_tokens, temperature=0.0, seed=seed, logprobs=True,
+                      top_logprobs=top_logprobs, score_tokens=score_strings(dm.lo, dm.hi), stop_pattern=geval_stop_pattern(labels, dm.hi))
+            if official:     # their text with their placeholders filled, as the user turn (G-Eval sent it as a system message)
+                text = official[d].replace('{{Document}}', str(it.source)).replace('{{Summary}}', str(it.output))
+                reqs.append(Request([dict(role='user', content=text)], **{**kw, 'meta': dict(kw['meta'], prompt='geval (official)')}))
+            else: reqs.append(t.request(**kw, **item_variables(ds, it, d), steps=steps.get(d, '')))
     outs = backend.generate(reqs, progress=progress); rows, redo = [], []
     for r, c in zip(reqs, outs):
         d = ds.dim(r.meta['dimension']); ch = c.choices[0]
         if not ch.logprobs: redo.append(r); continue
-        pos = geval_position(ch.logprobs)
-        p = geval_score(ch.logprobs, int(d.lo), int(d.hi), position=pos) if pos is not None else Parsed(None, NO_SCORE)
-        rows.append(judgment_row(r.meta['item_id'], d.name, 'geval', c.model, p, ch, r, c.backend, 'logprobs'))
+        pos = geval_position(ch.logprobs, geval_labels(d))
+        if pos is None: p, mass, src = Parsed(None, NO_SCORE), np.nan, score_probs(ch.logprobs[0])[1]
+        else: p, mass, src = geval_distribution(ch.logprobs, int(d.lo), int(d.hi), position=pos)
+        rows.append(judgment_row(r.meta['item_id'], d.name, 'geval', c.model, p, ch, r, c.backend, f'logprobs ({src})') | dict(valid_mass=mass))
     if redo:   # no logprobs from this backend: mean of sampled ratings
         sreq = [Request(r.messages, max_tokens=max_tokens, temperature=1.0, n=n_samples, seed=seed, meta=r.meta) for r in redo]
         for r, c in zip(sreq, backend.generate(sreq, progress=progress)):
-            d = ds.dim(r.meta['dimension'])
-            p = geval_from_samples(c.texts, d.lo, d.hi, min_share)
-            rows.append(judgment_row(r.meta['item_id'], d.name, 'geval', c.model, p, c.choices[0], r, c.backend, f'mean of {n_samples} samples ({p.detail})')
-                        | dict(rationale=json.dumps(c.texts), completion_tokens=c.completion_tokens, seconds=c.seconds, cached=c.cached))
+            d = ds.dim(r.meta['dimension']); labels = geval_labels(d)
+            p = geval_from_samples(c.texts, d.lo, d.hi, min_share, parse=lambda x: geval_text_score(x, d.lo, d.hi, labels))
+            rows.append(judgment_row(r.meta['item_id'], d.name, 'geval', c.model, p, c.choices[0], r, c.backend, f'no logprobs: mean of {n_samples} samples ({p.detail})')
+                        | dict(rationale=json.dumps(c.texts), completion_tokens=c.completion_tokens, seconds=c.seconds, cached=c.cached, valid_mass=np.nan))
     if auto_steps:
         for row in rows:
             row.update(judge='geval_auto', rationale=f"[evaluation steps]\n{steps[row['dimension']]}\n[answer]\n{row['rationale']}",

@@ -9,13 +9,16 @@ from dataclasses import dataclass
 from pathlib import Path
 import numpy as np, pandas as pd
 from .core import paths, record_manifest, sha256_file, _rel
-from .parse import in_range, range_failure, parse_rating, parse_labelled
-from .data import get_spec, load, raw_dir, DataError, _item_slug, _hanna_table, _hanna_col, _HANNA_DIMS
+from scipy import stats
+from .parse import in_range, range_failure, parse_rating, parse_labelled, parse_score, Parsed, NO_SCORE, OUT_OF_RANGE, CONFLICT, EMPTY
+from .data import get_spec, load, raw_dir, group_files, group_digest, DataError, _item_slug, _hanna_table, _hanna_col, _HANNA_DIMS
 
 # %% auto #0
-__all__ = ['JUDGMENT_COLUMNS', 'JUDGMENT_SOURCES', 'slug', 'judgments_path', 'save_judgments', 'JudgmentSource', 'list_judgments',
-           'load_judgments', 'judgment_scores', 'JudgmentImportError', 'check_judge_name', 'check_model_name',
-           'import_judgments', 'store_import']
+__all__ = ['JUDGMENT_COLUMNS', 'JUDGMENT_SOURCES', 'slug', 'judgments_path', 'save_judgments', 'JudgmentSource', 'parse_rts',
+           'parse_choice', 'parse_stars', 'parse_geval_sample', 'parse_batch', 'Replay', 'list_judgments',
+           'load_judgments', 'judgment_scores', 'judgments_inputs', 'authors_scores', 'authors_correlations',
+           'rule_differences', 'JudgmentImportError', 'check_judge_name', 'check_model_name', 'import_judgments',
+           'store_import']
 
 # %% ../nbs/01a_judgments.ipynb #0a4e7b19
 JUDGMENT_COLUMNS = ['item_id', 'dimension', 'judge', 'model', 'score', 'rationale', 'sample', 'parse_ok', 'failure']
@@ -55,11 +58,13 @@ class JudgmentSource:
     reader: object
     rationales: bool = False
     citation: str = ''
+    group: str|None = None     # the dataset's file group holding its files (verified on load), None: files `load()` reads
+    replay: object = None      # a `Replay` when the files hold raw replies that the authors' code also read (the reproduction check)
 
 JUDGMENT_SOURCES = {}
-def _source(dataset, name, description, files, rationales=False, citation=''):
+def _source(dataset, name, description, files, rationales=False, citation='', group=None, replay=None):
     def deco(f):
-        JUDGMENT_SOURCES.setdefault(dataset, {})[name] = JudgmentSource(dataset, name, description, files, f, rationales, citation)
+        JUDGMENT_SOURCES.setdefault(dataset, {})[name] = JudgmentSource(dataset, name, description, files, f, rationales, citation, group, replay)
         return f
     return deco
 
@@ -217,13 +222,377 @@ def _j_qags_unieval(ds, d):
             rows.append(_range_checked(ds, it.item_id, 'consistency', 'unieval', 'unieval-fact', r['predict_scores']['consistency']))
     return _jrows(rows)
 
+# %% ../nbs/01a_judgments.ipynb #beaedbf5
+# Replayed judges: published raw replies read by judgelab's own parsers (the default) or by the authors' rules
+
+_WORDS = {'one': 1, 'two': 2, 'three': 3, 'four': 4, 'five': 5}
+_NUMW = r'(?:\d+(?:\.\d+)?|one|two|three|four|five)'
+_PROSE = re.compile(r'\b(?:score[sd]?|scoring|rat(?:e|es|ed|ing)|give[sn]?|giving|gave|award(?:s|ed)?)\b[^.;!?\n\d]{0,40}?'
+                    r'(?<![\w.])(?P<v>\d+(?:\.\d+)?)(?![\w]|\.\d)(?:\s*(?:/|out\s+of)\s*(?P<d>\d+))?'
+                    r'|\bscore\s+of\s+(?P<w>one|two|three|four|five)\b', re.I)
+_TRAILING = re.compile(r'(?:^|[.!?:]\s+|\n)\**\s*(?P<v>\d+(?:\.\d+)?)\s*(?:(?:/|out\s+of)\s*(?P<d>\d+))?\s*\**\.?\s*$', re.I)
+_STARS = re.compile(rf'(?<![\w.])(?P<v>{_NUMW})[\s-]+stars?\b', re.I)
+_CHOICE = re.compile(r'\s*(?:(?i:the\s+)?(?i:answer|option|choice)(?i:\s+is)?\s*[:：]?\s*)?\(?(?P<c>[A-Ea-e])\)?(?:[.):]\s*(?P<rest>.*))?\s*', re.S)
+_BATCH = re.compile(r'float\s+scores\s*:\s*\[(?P<body>[^\]]*)\]', re.I)
+
+def _num(v): return float(_WORDS.get(v.lower(), v))
+
+def parse_rts(text:str, lo:float=1, hi:float=5)->Parsed:
+    "A reason-then-score reply (Shen et al.'s RTS): its score field (`parse_score`), else one unambiguous prose score ('resulting in a score of 2', 'I score it a 4 out of 5'), else a lone number ending the reply."
+    p = parse_score(text, lo, hi)
+    if p.ok or p.failure != NO_SCORE: return p
+    hits = [(m['v'] or m['w'], m['d']) for m in _PROSE.finditer(text)]
+    how = 'prose score'
+    if not hits and (m := _TRAILING.search(text)): hits, how = [(m['v'], m['d'])], 'a number ending the reply'
+    for v, den in hits:
+        if den and float(den) != hi:
+            return Parsed(None, f"{OUT_OF_RANGE}: {v}/{den}, denominator {den} does not match the scale {lo:g}-{hi:g}")
+    vals = [_num(v) for v, _ in hits]
+    if len(set(vals)) > 1: return Parsed(None, f'{CONFLICT}: {sorted(set(vals))}')
+    if not vals: return p
+    if why := range_failure(vals[0], lo, hi): return Parsed(None, why)
+    return Parsed(vals[0], None, how)
+
+def parse_choice(text:str, options:str='ABCDE', lo:float=1)->Parsed:
+    "A multiple-choice reply ('B', '(B)', 'Answer: B', 'B. Good'): option k scores lo + k; anything else is a failure."
+    if not isinstance(text, str) or not text.strip(): return Parsed(None, EMPTY)
+    m = _CHOICE.fullmatch(text)
+    if not m or m['c'].upper() not in options: return Parsed(None, f'no choice among {", ".join(options)}')
+    return Parsed(lo + options.index(m['c'].upper()))
+
+def parse_stars(text:str, lo:float=1, hi:float=5)->Parsed:
+    "A star rating ('4 stars', 'Four stars.'): one distinct value, on the scale."
+    if not isinstance(text, str) or not text.strip(): return Parsed(None, EMPTY)
+    vals = [_num(m['v']) for m in _STARS.finditer(text)]
+    if not vals: return Parsed(None, f'{NO_SCORE}: no "N stars"')
+    if len(set(vals)) > 1: return Parsed(None, f'{CONFLICT}: {sorted(set(vals))}')
+    if why := range_failure(vals[0], lo, hi): return Parsed(None, why)
+    return Parsed(vals[0])
+
+_SAMPLE = re.compile(r'(?P<marker>(?:[-*\u2022]|\d+[.)])\s+)?\**\s*(?:(?P<label>[A-Za-z][A-Za-z ()/0-9-]{0,40}?)\s*\**\s*[:：]\s*\**\s*)?'
+                     r'(?P<v>[-+]?\d+(?:\.\d+)?)(?P<after>.*)', re.S)
+
+def parse_geval_sample(text:str, lo:float, hi:float)->Parsed:
+    "One G-Eval sample ('2', '2.5', 'Engagingness: 2', '1. Engagingness: 2', '- 2'): the score after an optional list marker and label; a list number is never the score."
+    if not isinstance(text, str) or not text.strip(): return Parsed(None, EMPTY)
+    t = text.strip()
+    m = _SAMPLE.match(t)
+    if not m: return Parsed(None, NO_SCORE)
+    if not m['marker'] and not m['label'] and re.match(r'[.)]\s+\S', m['after']):
+        return Parsed(None, f'{NO_SCORE}: a list number ("{t[:20]}"), not a score')
+    x = float(m['v'])
+    if why := range_failure(x, lo, hi): return Parsed(None, why)
+    return Parsed(x)
+
+def parse_batch(text:str, n:int)->list:
+    "BatchEval's 'Float Scores: [Sample1:3, ..., Sample10:2]' (the last one in the reply) as n Parsed values, one per sample in order."
+    hits = list(_BATCH.finditer(text or ''))
+    if not hits: return [Parsed(None, f'{NO_SCORE}: no "Float Scores: [...]" in the batch reply')]*n
+    got, bad = {}, []
+    for part in hits[-1]['body'].split(','):
+        if not part.strip(): continue
+        m = re.fullmatch(r'\s*sample\s*(\d+)\s*:\s*(.*?)\s*', part, flags=re.I)
+        if not m: bad.append(part.strip()); continue
+        k = int(m[1])
+        if k in got: return [Parsed(None, f'{CONFLICT}: Sample{k} scored twice in the batch')]*n
+        got[k] = m[2]
+    if bad and not got: return [Parsed(None, f'{NO_SCORE}: unreadable batch scores {bad[:3]}')]*n
+    out = []
+    for k in range(1, n + 1):
+        v = got.get(k)
+        if v is None: out.append(Parsed(None, f'{NO_SCORE}: Sample{k} missing from the batch scores')); continue
+        try: out.append(Parsed(float(v)))
+        except ValueError: out.append(Parsed(None, f'{NO_SCORE}: Sample{k} scored {v!r}'))
+    if extra := sorted(set(got) - set(range(1, n + 1))):
+        return [Parsed(None, f'{CONFLICT}: batch of {n} scores samples {extra}')]*n
+    return out
+
+def _parsed_row(ds, iid, dim, judge, model, p, text, sample=0, scale=None):
+    "A judgments row from a Parsed value (its failure kept), range-checked on the dimension's scale or `scale`."
+    if not p.ok: return (iid, dim, judge, model, np.nan, text, sample, False, p.failure)
+    return _range_checked(ds, iid, dim, judge, model, p.value, text, sample, scale)
+
+@dataclass
+class Replay:
+    "How the authors of a replayed source read their replies and computed their correlations (the reproduction check)."
+    rules: dict               # {rule name: what it does}; the first is the authors' own
+    scores: object            # (ds, raw folder, rule) -> item-level table: judge, model, item_id, dimension, score, note
+    procedure: object         # (ds, item-level table) -> table: judge, model, dimension, statistic, value
+    procedure_doc: str        # the authors' correlation procedure in words, with the script it follows
+
+# --- Shen et al. 2023 (LLM_summeval): 9 judges, one reply per item and dimension
+_LS_JUDGES = ([('gpt-3.5-turbo-0301', m) for m in ('rts', 'mcq', 'stareval', 'altrts', 'altmcq')] + [('gpt-4-0314', 'rts')]
+              + [(f'llama-2-{s}-chat-hf', 'rts') for s in ('7b', '13b', '70b')])
+_LS_SYSTEMS = ['M8', 'M9', 'M10', 'M11', 'M12', 'M13', 'M14', 'M15', 'M17', 'M20', 'M22', 'M23']
+_LS_DIMS = ['coherence', 'consistency', 'fluency', 'relevance']
+_LS_PARSE = dict(rts=parse_rts, altrts=parse_rts, stareval=parse_stars,
+                 mcq=lambda t, lo, hi: parse_choice(t), altmcq=lambda t, lo, hi: parse_choice(t))
+
+def _ls_replies(ds, d):
+    "(model, method, item_id, dimension, reply) per item: the LAST reply where a file holds a rerun appended (as their extract_model_scores.py, which overwrites)."
+    ids = set(ds.items.item_id); base = d/'judgments/llm_summeval/eval_model_generations'
+    for model, method in _LS_JUDGES:
+        for s in _LS_SYSTEMS:
+            for dim in _LS_DIMS:
+                f = base/model/f'eval_{s}_generations'/f'{dim}_{method}.txt'; last = {}
+                for l in f.read_text().splitlines():
+                    if not l.strip(): continue
+                    r = json.loads(l); iid = f"{r['id']}__{s}"
+                    if iid not in ids: raise DataError(f"LLM_summeval {model}/{s}/{dim}_{method}: unknown item {iid}")
+                    last.pop(iid, None); last[iid] = r['resp']
+                if len(last) != 100: raise DataError(f"LLM_summeval {model}/{s}/{dim}_{method}: {len(last)} items, expected 100")
+                for iid, text in last.items(): yield model, method, iid, dim, text
+
+# the authors' parsers (repo_code/utils.py), ported line for line; -1 where extract_score_rts finds nothing
+def _shen_rts(text):
+    t = text.lower(); words = ['one', 'two', 'three', 'four', 'five']
+    if m := re.search(r'score:\s*([1-5](?:\.\d)?)', t): return float(m.group(1))
+    if m := re.search(r'score:\s*(one|two|three|four|five)', t): return float(words.index(m.group(1)) + 1)
+    if m := re.search(r'(?:score|scoring)[^\.]+[1-5](?:\.\d)?', t): return float(re.search(r'[1-5](\.[1-5])?', m.group(0)).group(0))
+    if m := re.search(r'(?:score|scoring)[^\.]+\s(one|two|three|four|five)[\s\.\,]', t):
+        return float(words.index(re.search('one|two|three|four|five', m.group(0)).group(0)) + 1)
+    if m := re.search(r'score of (one|two|three|four|five)[\s\.\,]', t):
+        return float(words.index(re.search('one|two|three|four|five', m.group(0)).group(0)) + 1)
+    if ms := re.findall(r'[1-5](?:\.\d\s)?(?:out of [1-5])?', t): return float(re.search(r'[1-5](\.[1-5])?', ms[-1]).group(0))
+    return -1.0
+
+def _shen_mcq(text):
+    return {'A': 1., 'B': 2., 'C': 3., 'D': 4., 'E': 5.}.get(text.strip(), None)   # their dict lookup raises on anything else
+
+def _shen_stareval(text):
+    m = re.search(r'([^\s]+)\sstar', text.lower()); words = ['one', 'two', 'three', 'four', 'five']; score = None
+    if m:
+        s = m.group(1)
+        try: float(s); score = s
+        except ValueError:
+            if s.strip() in words: score = words.index(s.strip()) + 1
+    if not score: return None                              # their assert fails here
+    try: return float(score)
+    except ValueError: return None
+
+_SHEN = dict(rts=_shen_rts, altrts=_shen_rts, mcq=_shen_mcq, altmcq=_shen_mcq, stareval=_shen_stareval)
+
+def _ls_authors(ds, d, rule):
+    rows = []
+    for model, method, iid, dim, text in _ls_replies(ds, d):
+        x = _SHEN[method](text)
+        note = None if x is None or x != -1 else 'no score: -1 (extract_score_rts)'
+        if x is None: note = "the authors' parser raises on this reply (their script stops)"
+        rows.append((method, model, iid, dim, np.nan if x is None else x, note))
+    return pd.DataFrame(rows, columns=['judge', 'model', 'item_id', 'dimension', 'score', 'note'])
+
+def _pooled(pred, human):
+    from scipy import stats
+    ok = np.isfinite(pred) & np.isfinite(human)
+    p, h = np.asarray(pred)[ok], np.asarray(human)[ok]
+    return dict(spearman=stats.spearmanr(h, p)[0], pearson=stats.pearsonr(h, p)[0], kendall=stats.kendalltau(h, p)[0], n=int(ok.sum()))
+
+def _ls_procedure(ds, s):
+    hm = ds.human_mean(); rows = []
+    for (judge, model, dim), g in s.groupby(['judge', 'model', 'dimension'], sort=False):
+        r = _pooled(g.score.values, hm[dim].reindex(g.item_id).values)
+        rows += [dict(judge=judge, model=model, dimension=dim, statistic=f'{k} (pooled over items)', value=r[k], n=r['n']) for k in ('spearman', 'pearson', 'kendall')]
+    return pd.DataFrame(rows)
+
+@_source('summeval', 'llm_summeval', 'Nine judges of Shen et al. 2023 on the 1200 items of the 12 abstractive systems, one raw reply '
+         '(temperature 0) per item and dimension: gpt-3.5-turbo-0301 with reason-then-score (rts), multiple choice (mcq), '
+         'StarEval (stars) and two variants (altrts, altmcq); gpt-4-0314 and Llama-2-7b/13b/70b-chat with rts. '
+         "Replayed through judgelab's parsers (rts: the score field, else one unambiguous prose score; mcq: a lone "
+         "option letter; stareval: one 'N stars'); the authors' parsers are the `rule='authors'` reproduction. Five "
+         "mcq/altmcq files hold a rerun appended for some items (312 replies): as in the authors' scripts, the last reply counts.",
+         ['judgments/llm_summeval/ (file group llm_summeval)'], rationales=True, group='llm_summeval',
+         citation='Shen, Cheng, Nguyen, You, Bing. Large Language Models are Not Yet Human-Level Evaluators for Abstractive Summarization. Findings of EMNLP 2023.',
+         replay=Replay({'authors': "repo_code/utils.py: extract_score_rts (-1 when nothing matches; the last digit 1-5 anywhere as a last "
+                                   "resort), extract_score_mcq, extract_score_stareval"},
+                       _ls_authors, _ls_procedure,
+                       "calc_data_corr.py: Spearman, Pearson and Kendall pooled over the 1200 items against the 3-expert mean, "
+                       "the -1 of unparsed replies included as a score"))
+def _j_llm_summeval(ds, d):
+    rows = []
+    for model, method, iid, dim, text in _ls_replies(ds, d):
+        lo, hi = ds.dim(dim).lo, ds.dim(dim).hi
+        rows.append(_parsed_row(ds, iid, dim, method, model, _LS_PARSE[method](text, lo, hi), text))
+    return _jrows(rows)
+
+# --- Chiang & Lee 2023 (A Closer Look): G-Eval-style runs, 20 samples per item
+_CL_CODES = (('coh', 'coherence'), ('eng', 'engagingness'), ('gro', 'groundedness'), ('nat', 'naturalness'))
+
+def _cl_geval_items(ds, d):
+    "(item_id, dimension, [20 replies]) per record, the records' human scores checked against the dataset's means."
+    key = {(it.source, it.system): it.item_id for it in ds.items.itertuples()}; hm = ds.human_mean(); out = []
+    for code, dim in _CL_CODES:
+        for r in json.loads((d/f'judgments/closerlook_geval/gpt3.5_{code}_geval.json').read_text()):
+            iid = key.get((r['source'], r['system_id']))
+            if iid is None: raise DataError(f"Closer-Look {code}_geval: an item matches no Topical-Chat item")
+            if abs(float(r['scores'][dim]) - hm.at[iid, dim]) > 1e-6: raise DataError(f"Closer-Look {code}_geval: {iid} human score differs from the dataset's")
+            out.append((iid, dim, r['all_responses']))
+    return out
+
+def _closerlook_parse(output):
+    "all_eval.py's parse_output, line for line: the first number after the last 'rating:', 0 when none, NaN when negative."
+    output = output.lower().replace('\n', ' ').replace('1-3', ' ')
+    if 'rating:' in output: output = output.split('rating:')[-1]
+    x = re.findall(r'[a-z]*:?-? ?[0-9]\.?[0-9]?', output)
+    if x: output = re.sub(r'[a-z]*:?-? *', ' ', x[0]).replace('rating:', '').strip()
+    m = re.search(r'^ ?([\d\.]+)', output)
+    try: score = float(m.group(1)) if m else 0.0
+    except ValueError: score = 0.0
+    return np.nan if score < 0 else score
+
+def _geval_parse(output):
+    "G-Eval's parse_output (meta_eval_summeval.py): '^ ?([\\d\\.]+)', 0 when it does not match or is not a number."
+    m = re.search(r'^ ?([\d\.]+)', output)
+    try: return float(m.group(1)) if m else 0.0
+    except ValueError: return 0.0
+
+def _cl_authors(ds, d, rule):
+    rows = []
+    for iid, dim, resp in _cl_geval_items(ds, d):
+        if rule == 'authors':
+            v = [_closerlook_parse(x) for x in resp]; x = float(np.nanmean(v)) if np.isfinite(v).any() else np.nan
+            zero = sum(1 for t in resp if _closerlook_parse(t) == 0 and not re.search(r'(?<![\d.])0(?![\d])', t))
+        else:
+            v = [_geval_parse(x) for x in resp]; x = sum(v)/len(v)
+            zero = sum(1 for t in resp if not re.match(r' ?[\d.]+', t))
+        rows.append(('geval', 'gpt-3.5-turbo-0613', iid, dim, x, f'{zero} of {len(resp)} samples read as 0' if zero else None))
+    return pd.DataFrame(rows, columns=['judge', 'model', 'item_id', 'dimension', 'score', 'note'])
+
+def _cl_procedure(ds, s):
+    "all_eval.py's meta(): mode A pooled over items, mode B per conversation (source) averaged over conversations whose human and judge scores both vary."
+    from scipy import stats
+    hm = ds.human_mean(); src = ds.items.set_index('item_id').source; rows = []
+    for (judge, model, dim), g in s.groupby(['judge', 'model', 'dimension'], sort=False):
+        h = hm[dim].reindex(g.item_id).values; p = g.score.values
+        a = _pooled(p, h)
+        rows += [dict(judge=judge, model=model, dimension=dim, statistic=f'{k} (pooled, their mode A)', value=a[k], n=a['n']) for k in ('pearson', 'spearman', 'kendall')]
+        acc = dict(pearson=0., spearman=0., kendall=0.); k_docs = 0
+        for _, gg in pd.DataFrame(dict(s=src.reindex(g.item_id).values, p=p, h=h)).groupby('s', sort=False):
+            if gg.h.nunique() <= 1 or gg.p.nunique() <= 1: continue
+            acc['pearson'] += stats.pearsonr(gg.p, gg.h)[0]; acc['spearman'] += stats.spearmanr(gg.p, gg.h)[0]
+            acc['kendall'] += stats.kendalltau(gg.p, gg.h)[0]; k_docs += 1
+        rows += [dict(judge=judge, model=model, dimension=dim, statistic=f'{k} (per conversation, their mode B)', value=v/k_docs if k_docs else np.nan, n=k_docs)
+                 for k, v in acc.items()]
+    return pd.DataFrame(rows)
+
+@_source('topical_chat', 'closerlook_geval', 'ChatGPT (gpt-3.5-turbo-0613, temperature 1) with G-Eval\'s prompt (auto-CoT evaluation steps, '
+         '"Evaluation Form (scores ONLY)"), 20 sampled replies per item, four dimensions (Chiang & Lee 2023). judgelab reads '
+         'each sample as a score after an optional list marker and label ("1. Engagingness: 2" is 2, never 1); the item '
+         'score is the mean over parsed samples.', ['judgments/closerlook_geval/ (file group closerlook_geval)'], group='closerlook_geval',
+         citation='Chiang, Lee. A Closer Look into Using Large Language Models for Automatic Evaluation. Findings of EMNLP 2023.',
+         replay=Replay({'authors': "all_eval.py's parse_output (the first number after the last 'rating:', else 0), nanmean over the 20 samples",
+                        'geval': "G-Eval's parse_output (meta_eval_summeval.py): '^ ?([\\d\\.]+)' on each sample, 0 when it does not match, mean over the samples"},
+                       _cl_authors, _cl_procedure,
+                       "all_eval.py meta(): Pearson pooled over items (mode A; their Table 2 reports it with Kendall from mode B), "
+                       "and Pearson/Spearman/Kendall per conversation averaged over conversations where both human and judge scores vary (mode B)"))
+def _j_closerlook_geval(ds, d):
+    rows = []
+    for iid, dim, resp in _cl_geval_items(ds, d):
+        lo, hi = ds.dim(dim).lo, ds.dim(dim).hi
+        rows += [_parsed_row(ds, iid, dim, 'geval', 'gpt-3.5-turbo-0613', parse_geval_sample(t, lo, hi), t, s) for s, t in enumerate(resp)]
+    return _jrows(rows)
+
+# --- BatchEval (Yuan et al. 2024): GPT-4 judges batches of 10 responses, five rounds
+_BE_CODES = dict(coherence='coh', engagingness='eng', naturalness='nat', overall='ove', understandability='und')
+
+def _be_rows(ds, d):
+    "The staged batch replies with each batch's item ids (staged_index -> unieval_topical_chat.json -> item) and the judge's scale per dimension (from its prompt)."
+    uni = json.loads((d/'unieval_topical_chat.json').read_text())     # staged_index is a position in this file, the dataset's item order
+    if len(uni) != len(ds.items) or any(u['system_output'].strip() != it.output or u['source'] != it.source for u, it in zip(uni, ds.items.itertuples())):
+        raise DataError("BatchEval: unieval_topical_chat.json is not in the dataset's item order (staged_index would misalign)")
+    idx = list(ds.items.item_id)      # by position: one (context, response) pair occurs twice, so a text key would merge two items
+    scale = {}
+    for dim, code in _BE_CODES.items():
+        txt = (d/f'judgments/batcheval/repo_files/Run_data/prompts/topical_chat/{code}_analyze_batch.txt').read_text()
+        m = re.search(r'within the interval \[\s*(\d+(?:\.\d+)?)\s*,\s*(\d+(?:\.\d+)?)\s*\]', txt)
+        if not m: raise DataError(f"BatchEval prompt {code}_analyze_batch.txt states no score interval")
+        scale[dim] = (float(m[1]), float(m[2]))
+    rows = [json.loads(l) for l in (d/'judgments/batcheval/batcheval_gpt4_topical_chat_responses.jsonl').read_text().splitlines() if l.strip()]
+    for r in rows:
+        if r['dimension'] not in _BE_CODES or len(r['response']) != 1: raise DataError(f"BatchEval: unexpected record {r['dimension']}/{r['round']}/{r['batch']}")
+        r['items'] = [idx[i] for i in r['staged_index']]
+    return rows, scale
+
+def _sample_analysis(text, k):
+    "The analysis of Sample k in a batch reply ('Sample3: ...' up to the next sample or the scores), else the whole reply."
+    m = re.search(rf'(?:^|\n)\s*\**sample\s*{k}\**\s*:\s*(.*?)(?=\n\s*\**sample\s*{k + 1}\**\s*:|\n\s*float\s+scores|\Z)', text, flags=re.I | re.S)
+    return m.group(1).strip() if m and m.group(1).strip() else text
+
+@_source('topical_chat', 'batcheval', 'BatchEval (GPT-4, temperature 0.2): each reply analyses a batch of 10 responses side by side and ends '
+         'with "Float Scores: [Sample1:x, ...]"; five rounds with reshuffled batches, so 5 scores per item (sample = round); five dimensions, '
+         'no groundedness. The judge\'s scale is the one its prompt states (understandability [0, 2], the others as the dataset\'s). '
+         "judgelab's batch parser maps each score to its item; a batch whose scores cannot be read fails for its 10 items.",
+         ['judgments/batcheval/ (file group batcheval)'], rationales=True, group='batcheval',
+         citation='Yuan, Feng, Li, Wang, Pan, Wang, Hu, Li. BatchEval: Towards Human-like Text Evaluation. ACL 2024.',
+         replay=Replay({'authors': "calulate_usr.py get_score: the first [...] after the last 'scores:', non-numbers as 0, a batch "
+                                   "without 10 scores as -1 for all; per item the mean over rounds of the scores that are not -1 (with their 1e-5 terms)"},
+                       lambda ds, d, rule: _be_authors(ds, d), lambda ds, s: _be_procedure(ds, s),
+                       "calulate_usr.py: Pearson and Spearman pooled over the 360 items against the human mean, per round "
+                       "(averaged over the 5 rounds) and of the cross-round mean ('Cross subset SC')"))
+def _j_batcheval(ds, d):
+    rows, scale = _be_rows(ds, d); out = []
+    for r in rows:
+        text = r['response'][0]; dim = r['dimension']
+        for k, (iid, p) in enumerate(zip(r['items'], parse_batch(text, len(r['items']))), 1):
+            out.append(_parsed_row(ds, iid, dim, 'batcheval', 'gpt-4', p, _sample_analysis(text, k), r['round'], scale[dim]))
+    return _jrows(out)
+
+def _batcheval_get_score(ss, num=10):
+    "calulate_usr.py's get_score, line for line."
+    new_ss = []
+    for s_ in ss:
+        s_ = s_.lower(); s = s_.split('scores:')[-1]
+        try:
+            matches = re.findall(r'\[[^\]]*\]', s)[0]
+            s = matches[1:-1].split(','); s = [t.split(':')[-1].strip(' ') for t in s]
+            for t in range(len(s)):
+                try: float(s[t])
+                except ValueError: s[t] = '0'
+            s = [float(t) for t in s]
+        except Exception:
+            try: s = [float(t) for t in re.findall(r'sample\s*\d+:\s*([\d\.]+)', s_.split('scores:')[-1])]
+            except Exception: s = []
+        if len(s) != num and len(s) != 1: s = [-1 for _ in range(num)]
+        new_ss.append(s)
+    return new_ss
+
+def _be_authors(ds, d):
+    rows, _ = _be_rows(ds, d); per = {}
+    for r in rows:
+        sc = _batcheval_get_score(r['response'], len(r['items']))[0]
+        if len(sc) != len(r['items']): raise DataError(f"BatchEval {r['dimension']}/{r['round']}/{r['batch']}: get_score returned {len(sc)} scores (their script misaligns here)")
+        for iid, x in zip(r['items'], sc): per.setdefault((r['dimension'], iid), {})[r['round']] = x
+    out = []
+    for (dim, iid), v in per.items():
+        num, den = 1e-5, 1e-5
+        for x in v.values():
+            if x != -1: num += x; den += 1
+        failed = sum(x == -1 for x in v.values())
+        out.append(('batcheval', 'gpt-4', iid, dim, num/den, f'{failed} of {len(v)} rounds -1 (unreadable batch)' if failed else None,
+                    *[v.get(k, np.nan) for k in range(5)]))
+    return pd.DataFrame(out, columns=['judge', 'model', 'item_id', 'dimension', 'score', 'note'] + [f'round_{k}' for k in range(5)])
+
+def _be_procedure(ds, s):
+    hm = ds.human_mean(); rows = []
+    for (judge, model, dim), g in s.groupby(['judge', 'model', 'dimension'], sort=False):
+        h = hm[dim].reindex(g.item_id).values
+        a = _pooled(g.score.values, h)
+        rows += [dict(judge=judge, model=model, dimension=dim, statistic=f'{k} (cross-round mean)', value=a[k], n=a['n']) for k in ('pearson', 'spearman')]
+        rounds = [c for c in g.columns if c.startswith('round_')]
+        if rounds:
+            per = [_pooled(g[c].values, h) for c in rounds]
+            rows += [dict(judge=judge, model=model, dimension=dim, statistic=f'{k} (per round, mean of {len(per)})', value=float(np.mean([p[k] for p in per])), n=per[0]['n'])
+                     for k in ('pearson', 'spearman')]
+    return pd.DataFrame(rows)
+
+
 # %% ../nbs/01a_judgments.ipynb #05ab7861
 def list_judgments(name:str)->pd.DataFrame:
     "The published judgments available for dataset `name`: one row per source."
     spec = get_spec(name)
     rows = [dict(source=s.name, description=s.description, rationales=s.rationales, files=', '.join(s.files),
-                 citation=s.citation) for s in JUDGMENT_SOURCES.get(spec.name, {}).values()]
-    return pd.DataFrame(rows, columns=['source', 'description', 'rationales', 'files', 'citation']).set_index('source')
+                 citation=s.citation, authors_rules=', '.join(s.replay.rules) if s.replay else '')
+            for s in JUDGMENT_SOURCES.get(spec.name, {}).values()]
+    return pd.DataFrame(rows, columns=['source', 'description', 'rationales', 'files', 'citation', 'authors_rules']).set_index('source')
 
 def load_judgments(name:str, # dataset name
                    source:str, # a source from `list_judgments(name)`
@@ -233,6 +602,7 @@ def load_judgments(name:str, # dataset name
     if source not in srcs:
         raise KeyError(f"No published judgments {source!r} for {spec.name}; available: {list(srcs) or 'none'}")
     ds = load(spec.name)
+    if srcs[source].group: group_files(spec.name, srcs[source].group)     # fetched when missing, sha256-verified
     j = srcs[source].reader(ds, raw_dir(spec.name))
     unknown = set(j.item_id) - set(ds.items.item_id)
     if unknown: raise DataError(f"{spec.name}/{source}: {len(unknown)} judgments name unknown items, e.g. {sorted(unknown)[:3]}")
@@ -246,6 +616,63 @@ def judgment_scores(j:pd.DataFrame)->pd.DataFrame:
     out = g.agg(score=('ok_score', 'mean'), n=('parse_ok', 'size'), n_ok=('parse_ok', 'sum')).reset_index()
     out['n_ok'] = out.n_ok.astype(int)
     return out
+
+# %% ../nbs/01a_judgments.ipynb #c7b80600
+def judgments_inputs(name:str, # dataset name
+                     sources=None, # published sources (None: all of `list_judgments(name)`)
+                    )->dict: # {input: sha256} for a manifest row
+    "The provenance inputs of published judgments: the dataset's files, and one digest per file group a source reads (hundreds of files as one line)."
+    spec = get_spec(name); ds = load(spec.name); srcs = JUDGMENT_SOURCES.get(spec.name, {})
+    out = {f'{spec.name}/{f}': h for f, h in ds.hashes.items()}
+    for s in (srcs if sources is None else sources):
+        if (g := srcs[s].group): out[f'{spec.name}/{spec.group(g).prefix.strip("/")}/ ({len(spec.files_of(g))} files, sha256 of their sorted SHA256SUMS lines)'] = group_digest(spec.name, g)
+    return out
+
+def _replayed(name, source):
+    spec = get_spec(name); srcs = JUDGMENT_SOURCES.get(spec.name, {})
+    if source not in srcs: raise KeyError(f"No published judgments {source!r} for {spec.name}; available: {list(srcs) or 'none'}")
+    s = srcs[source]
+    if s.replay is None:
+        replayed = [k for k, v in srcs.items() if v.replay is not None]
+        raise ValueError(f"{spec.name}/{source} has no authors' rule to replay (it holds scores, not replies read by their code); replayed sources: {replayed or 'none'}")
+    return spec, s
+
+def authors_scores(name:str, source:str, # dataset and a replayed published source
+                   rule:str|None=None, # one of the source's `replay.rules` (default: the authors' own, the first)
+                  )->pd.DataFrame: # judge, model, item_id, dimension, score, note
+    "Item-level scores as the authors' code computes them from the same replies (defaults such as -1 or 0 included, said in `note`)."
+    spec, s = _replayed(name, source); rule = rule or next(iter(s.replay.rules))
+    if rule not in s.replay.rules: raise ValueError(f"{spec.name}/{source}: unknown rule {rule!r}; its rules: {list(s.replay.rules)}")
+    ds = load(spec.name); group_files(spec.name, s.group)
+    a = s.replay.scores(ds, raw_dir(spec.name), rule); a.attrs.update(source=f'{spec.name}/{source}', rule=rule)
+    return a
+
+def authors_correlations(name:str, source:str, # dataset and a replayed published source
+                         rule:str|None=None, # the authors' rule producing the scores (ignored when `scores` is given)
+                         scores:pd.DataFrame|None=None, # item-level scores to put through their procedure instead (e.g. judgelab's `judgment_scores`)
+                        )->pd.DataFrame: # judge, model, dimension, statistic, value, n
+    "The authors' correlation procedure (their script's levels and averaging), on their rule's scores or on `scores`."
+    spec, s = _replayed(name, source); ds = load(spec.name)
+    sc = authors_scores(spec.name, source, rule) if scores is None else scores
+    return s.replay.procedure(ds, sc)
+
+def rule_differences(j:pd.DataFrame, # judgelab's judgments of the source (`load_judgments`)
+                     a:pd.DataFrame, # the authors' item-level scores (`authors_scores`)
+                    )->pd.DataFrame: # one row per judge, model, dimension and kind of difference
+    "Where judgelab's reading and the authors' rule give different item scores, and why: counts per judge x dimension."
+    js = judgment_scores(j); k = ['judge', 'model', 'item_id', 'dimension']
+    m = js.merge(a[k + ['score', 'note']], on=k, how='outer', suffixes=('_judgelab', '_authors'))
+    jl, au = m.score_judgelab, m.score_authors
+    kind = np.select([jl.notna() & au.notna() & np.isclose(jl, au, atol=1e-9), jl.notna() & au.notna(),
+                      jl.isna() & au.notna() & m.note.notna(), jl.isna() & au.notna(), jl.notna() & au.isna()],
+                     ['same', 'both read a score, different values', 'judgelab: failure; authors: a default value',
+                      'judgelab: failure; authors: a score read from the text', 'judgelab: a score; authors: their code fails'],
+                     'both fail')
+    m['kind'] = kind
+    out = m.groupby(['judge', 'model', 'dimension', 'kind'], sort=False).agg(items=('item_id', 'size'), example=('item_id', 'first')).reset_index()
+    fails = j.groupby(['judge', 'model', 'dimension'], sort=False).parse_ok.agg(rows='size', failed_rows=lambda x: int((~x).sum())).reset_index()
+    return out.merge(fails, on=['judge', 'model', 'dimension'], how='left')
+
 
 # %% ../nbs/01a_judgments.ipynb #c043635a
 class JudgmentImportError(ValueError): "A judgments file that does not fit its dataset."

@@ -33,6 +33,8 @@ class Request:
     grammar: str|None = None            # constrain the output with a llama.cpp GBNF grammar (llamacpp, llama.cpp server)
     continue_final: bool = False        # continue the final (assistant) message instead of opening a new turn (a prefilled answer)
     chat_options: dict|None = None      # chat-template switches, e.g. {'enable_thinking': False} for Qwen3 (vLLM/servers: chat_template_kwargs)
+    score_tokens: tuple = ()            # candidate strings ('1'..'5'): per position, the logprob of each one's token(s) from the full distribution (llamacpp; needs logprobs=True)
+    stop_pattern: str|None = None       # stop once the generated text matches this regex (llamacpp; others generate on to max_tokens/stop)
     meta: dict = field(default_factory=dict)   # tracing only (item_id, dimension, ...): not in the cache key
 
     def validate(self):
@@ -48,6 +50,12 @@ class Request:
         if self.seed is not None and not (isinstance(self.seed, int) and self.seed >= 0): raise RequestError(f"seed must be None or an int >= 0, not {self.seed!r}")
         if not (isinstance(self.top_logprobs, int) and 0 <= self.top_logprobs <= 20): raise RequestError(f"top_logprobs must be an int in [0, 20], not {self.top_logprobs!r}")
         if self.top_logprobs and not self.logprobs: raise RequestError("top_logprobs needs logprobs=True")
+        if isinstance(self.score_tokens, str) or not all(isinstance(s, str) and s for s in self.score_tokens):
+            raise RequestError(f"score_tokens must be a tuple of non-empty strings, not {self.score_tokens!r}")
+        if self.score_tokens and not self.logprobs: raise RequestError("score_tokens needs logprobs=True")
+        if self.stop_pattern is not None:
+            try: re.compile(self.stop_pattern)
+            except (re.error, TypeError) as e: raise RequestError(f"stop_pattern does not compile: {e}") from None
         if isinstance(self.stop, str): raise RequestError("stop must be a list of strings")
         if sum(x is not None for x in (self.choice, self.regex, self.grammar)) > 1: raise RequestError("give at most one of choice, regex, grammar")
         if self.choice is not None and (not self.choice or not all(isinstance(c, str) and c for c in self.choice)):
@@ -66,6 +74,8 @@ class Request:
                  logprobs=bool(self.logprobs), top_logprobs=int(self.top_logprobs), choice=self.choice, regex=self.regex, grammar=self.grammar)
         if self.continue_final: d['continue_final'] = True          # only when set: the keys of every other request stay as they were
         if self.chat_options: d['chat_options'] = dict(self.chat_options)
+        if self.score_tokens: d['score_tokens'] = list(self.score_tokens)   # these two also only when set
+        if self.stop_pattern is not None: d['stop_pattern'] = self.stop_pattern
         return d
 
 def sample_seed(seed:int|None, sample:int)->int|None:

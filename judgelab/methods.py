@@ -12,10 +12,10 @@ from .judgments import save_judgments
 from .judges import resolve, select_items, analyze_rate, geval, direct
 from .checklist import checkeval, reference, load_checklist
 from .decompose import decomposition
-from .dimcheck import dimcheck
+from .dimcheck import dimcheck, dimcheck_file_method, check_dimcheck_options
 
 # %% auto #0
-__all__ = ['METHODS', 'FIXED_ARGS', 'ENTRY_KEYS', 'check_options', 'run', 'file_method', 'method_plan']
+__all__ = ['METHODS', 'FIXED_ARGS', 'OPTION_CHECKS', 'ENTRY_KEYS', 'check_options', 'run', 'file_method', 'method_plan']
 
 # %% ../nbs/10a_methods.ipynb #c123bd7e
 METHODS = dict(analyze_rate=analyze_rate, geval=geval, direct=direct,     # 07_judges
@@ -24,18 +24,28 @@ METHODS = dict(analyze_rate=analyze_rate, geval=geval, direct=direct,     # 07_j
                dimcheck=dimcheck)                                           # 10_dimcheck
 
 FIXED_ARGS = ('ds', 'its', 'dims', 'backend', 'seed', 'progress')  # what `run` passes; not options
+# option values a method rejects before anything runs, `(options, dataset name or None)` -> None or ValueError (names are checked for all)
+OPTION_CHECKS = dict(dimcheck=check_dimcheck_options)                   # 10_dimcheck: order, analyses (a published source of the dataset)
 
 def check_options(method:str, # a name in `METHODS`
                   options:dict|None=None, # the method's options
+                  dataset:str|None=None, # the dataset's name: also checks values that depend on it (DimCheck's published `analyses`)
                  )->None:
-    "Fail before any generation: `ValueError` for an unknown method, `TypeError` naming options the method does not take."
+    "Fail before any generation: `ValueError` for an unknown method or an option value it rejects, `TypeError` naming options the method does not take."
     if method not in METHODS: raise ValueError(f"Unknown method {method!r}; methods: {', '.join(METHODS)}")
     sig = inspect.signature(METHODS[method]).parameters
     bad = [k for k in (options or {}) if k not in sig or k in FIXED_ARGS]
     if bad: raise TypeError(f"Unknown option(s) {bad} for method {method!r}; options: {', '.join(k for k in sig if k not in FIXED_ARGS)}")
+    if method in OPTION_CHECKS: OPTION_CHECKS[method](dict(options or {}), dataset)
 
 
 # %% ../nbs/10a_methods.ipynb #348391ff
+def _described(v):
+    "An option as the manifest records it: a table by its source and size (judges and models), anything else as it is."
+    if not isinstance(v, pd.DataFrame): return v
+    who = sorted({f'{a}/{b}' for a, b in zip(v.judge, v.model)}) if {'judge', 'model'} <= set(v.columns) else []
+    return f"table {v.attrs.get('source') or '(given)'}: {len(v)} rows" + (f" of {', '.join(who)}" if who else '')
+
 def run(method:str, # a name in `METHODS`
         dataset, # dataset name or Dataset
         backend=None, # a Backend, a backend name, or None for the embedded default (all through the cache)
@@ -47,15 +57,16 @@ def run(method:str, # a name in `METHODS`
         progress:bool=True,
         **options)->pd.DataFrame:
     "Run judge `method` on a dataset: the judgments table (with cost and provenance columns)."
-    check_options(method, options)
+    check_options(method, options, dataset if isinstance(dataset, str) else getattr(dataset, 'name', None))
     ds, b, dims = resolve(dataset, backend, dims)
     its = select_items(ds, items, n_items, seed)
     j = METHODS[method](ds, its, dims, b, seed=seed, progress=progress, **options)
     j.attrs.update(method=method, dataset=ds.name, model=b.identity())
     if save:
         name = j.attrs.get('file_method', method)
+        rec = {k: _described(v) for k, v in options.items()}      # a table given as an option (DimCheck's analyses) is named, not dumped
         p = save_judgments(j, ds.name, name, b.identity(), dict(method=method, dataset=ds.name, model=b.identity(), dims=list(dims),
-                           n_items=n_items, items=len(its), seed=seed, options=options), {f'{ds.name}/{f}': h for f, h in ds.hashes.items()})
+                           n_items=n_items, items=len(its), seed=seed, options=rec), {f'{ds.name}/{f}': h for f, h in ds.hashes.items()})
         j.attrs['path'] = str(p)
     return j
 
@@ -67,11 +78,11 @@ def file_method(method:str, # a name in `METHODS`
     o = options or {}
     if method == 'direct' and o.get('icl'): return f"direct_icl{o['icl']}"
     if method == 'geval' and o.get('auto_steps'): return 'geval_auto'
+    if method == 'geval' and o.get('prompts') in ('official', 'judgelab'): return f"geval_{o['prompts']}"
     if method == 'decomposition': return f"decomposition_{o.get('variant', 'hd_eval')}"
-    if method in ('checkeval', 'reference') and o.get('stage', 'seed') != 'seed': return f"{method}_{o['stage']}"
-    if method == 'dimcheck':
-        return ('dimcheck' + ('_random' if o.get('order') == 'random' else '') + ('_onestep' if o.get('one_step') else '')
-                + ('' if o.get('thinking', True) else '_nothink'))
+    if method == 'checkeval' and o.get('stage'): return f"checkeval_{o['stage']}"                 # default (None): the dataset's default checklist
+    if method == 'reference' and o.get('stage', 'seed') != 'seed': return f"reference_{o['stage']}"
+    if method == 'dimcheck': return dimcheck_file_method(o)        # + the ablation, + the source of published analyses
     return method
 
 # %% ../nbs/10a_methods.ipynb #1d3e759e
@@ -129,13 +140,13 @@ def method_plan(entries:list, # [{method, options?, dims?, n_items?, label?}] or
         if m not in METHODS: errs.append(f"{where}: unknown method {m!r}; methods: {', '.join(METHODS)}"); continue
         opts = e.get('options') or {}
         if not isinstance(opts, dict): errs.append(f"{where}: options must be a mapping, not {opts!r}"); opts = {}
-        try: check_options(m, opts)
-        except TypeError as x: errs.append(f"{where}: {str(x).replace('Unknown', 'unknown', 1)}")
+        try: check_options(m, opts, spec.name)
+        except (TypeError, ValueError) as x: errs.append(f"{where}: {str(x).replace('Unknown', 'unknown', 1)}")
         ds_ = dims_of(e['dims'], f'{where} dims') if e.get('dims') else default_dims
         if opts.get('others'): dims_of(opts['others'], f'{where} options.others')
         if m in ('checkeval', 'reference'):
             for d in ds_:
-                try: load_checklist(spec.name, d, opts.get('stage', 'seed'))
+                try: load_checklist(spec.name, d, opts.get('stage', 'seed' if m == 'reference' else None))
                 except (ValueError, KeyError) as x: errs.append(f'{where}: {x}')
         n = e.get('n_items', n_items)
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0): errs.append(f"{where}: n_items must be an int >= 0 (0: all), not {n!r}")

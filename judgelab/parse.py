@@ -10,8 +10,8 @@ import numpy as np
 
 # %% auto #0
 __all__ = ['NO_SCORE', 'OUT_OF_RANGE', 'CONFLICT', 'TRUNCATED', 'EMPTY', 'in_range', 'range_failure', 'Parsed', 'parse_score',
-           'score_position', 'geval_score', 'geval_from_samples', 'parse_checklist', 'checklist_score',
-           'strip_thinking', 'parse_rating', 'parse_labelled']
+           'score_position', 'score_probs', 'geval_distribution', 'geval_score', 'geval_from_samples',
+           'parse_checklist', 'checklist_score', 'strip_thinking', 'parse_rating', 'parse_labelled']
 
 # %% ../nbs/04_parse.ipynb #2c85afe4
 NO_SCORE, OUT_OF_RANGE, CONFLICT, TRUNCATED, EMPTY = 'no score found', 'out of range', 'conflicting scores', 'truncated at the token cap', 'empty output'
@@ -108,27 +108,40 @@ def score_position(logprobs:list, # per-token logprobs of a Choice: [{'token', '
             i += 1
     return pos
 
-def geval_score(logprobs:list, lo:int=1, hi:int=5, position:int|None=None)->Parsed:
-    "Probability-weighted rating at the score position, renormalised over valid ratings lo..hi."
-    if not logprobs: return Parsed(None, 'no logprobs')
-    i = score_position(logprobs) if position is None else position
-    if i is None: return Parsed(None, NO_SCORE)
-    alts = logprobs[i].get('top') or [[logprobs[i]['token'], logprobs[i]['logprob']]]
+def score_probs(entry:dict, # one position of a Choice's logprobs: {'token', 'logprob', 'top', optionally 'scores'}
+                lo:int=1, hi:int=5)->tuple: # ({rating: probability}, source)
+    "The probability of every valid rating lo..hi at one position, and its source: 'full distribution' (the backend's `scores`, every score token) or 'top k' (only the ratings among the k alternatives)."
+    if entry.get('scores') is not None: alts, src = entry['scores'], 'full distribution'
+    else:
+        alts = entry.get('top') or [[entry.get('token'), entry.get('logprob')]]; src = f'top {len(alts)}'
     probs = {}
     for tok, lp in alts:
         s = (tok or '').strip()
         if re.fullmatch(r'\d{1,9}', s) and lo <= int(s) <= hi and lp is not None:
-            probs[int(s)] = probs.get(int(s), 0.0) + math.exp(lp)
-    if not probs: return Parsed(None, f'{NO_SCORE}: no valid rating among the top tokens')
-    z = sum(probs.values())
-    return Parsed(sum(s*p for s, p in probs.items())/z)
+            probs[int(s)] = probs.get(int(s), 0.0) + math.exp(lp)          # '4' and ' 4' are both the rating 4
+    return probs, src
+
+def geval_distribution(logprobs:list, lo:int=1, hi:int=5, position:int|None=None)->tuple:
+    "(Parsed, valid-score mass, source): the probability-weighted rating at the score position, renormalised over lo..hi; the mass is the probability that fell on valid ratings there (a lower bound from top-k), NaN without a position."
+    if not logprobs: return Parsed(None, 'no logprobs'), float('nan'), None
+    i = score_position(logprobs) if position is None else position
+    if i is None: return Parsed(None, NO_SCORE), float('nan'), None
+    probs, src = score_probs(logprobs[i], lo, hi); z = sum(probs.values())
+    if not probs: return Parsed(None, f"{NO_SCORE}: no valid rating among the {'score tokens' if src == 'full distribution' else 'top tokens'}"), 0.0, src
+    return Parsed(sum(s*p for s, p in probs.items())/z), min(1.0, z), src
+
+def geval_score(logprobs:list, lo:int=1, hi:int=5, position:int|None=None)->Parsed:
+    "Probability-weighted rating at the score position, renormalised over valid ratings lo..hi."
+    return geval_distribution(logprobs, lo, hi, position)[0]
 
 def geval_from_samples(texts:list, lo=1, hi=5,
                        min_share:float=0.5, # the share of samples that must parse, else a failure
+                       parse=None, # text -> Parsed (default: `parse_score` on lo..hi)
                       )->Parsed:
     "The G-Eval fallback without logprobs: mean of the parsed ratings of n samples, 'k of n samples parsed' in `detail`."
     if not 0 <= min_share <= 1: raise ValueError(f"min_share must be in [0, 1], not {min_share!r}")
-    vals = [p.value for p in (parse_score(t, lo, hi) for t in texts) if p.ok]
+    parse = parse or (lambda t: parse_score(t, lo, hi))
+    vals = [p.value for p in map(parse, texts) if p.ok]
     k, n = len(vals), len(texts); detail = f'{k} of {n} samples parsed'
     if not k: return Parsed(None, f'{NO_SCORE}: {detail}', detail)
     if k < min_share*n - 1e-9: return Parsed(None, f'{NO_SCORE}: {detail} (< min_share {min_share:g})', detail)

@@ -221,13 +221,13 @@ def _check_value(err, key, value, at, declared, params):
         try: check_options(value)
         except ValueError as e: err(at, str(e).replace('Unknown', 'unknown', 1))
     if key == 'method_options' and isinstance(value, dict) and isinstance(params.get('method'), str):
-        try: check_options(params['method'], value)
+        try: check_options(params['method'], value, params['dataset'] if isinstance(params.get('dataset'), str) and params['dataset'] in D.DATASETS else None)
         except (ValueError, TypeError) as e: err(at, str(e).replace('Unknown', 'unknown', 1))
     if key == 'methods' and isinstance(value, list):
         for m in value:
             if not isinstance(m, dict) or not isinstance(m.get('method'), str):
                 err(at, f"each of 'methods' is a mapping with a 'method' (and optional 'options', 'dims', 'n_items'), not {m!r}"); continue
-            try: check_options(m['method'], m.get('options'))
+            try: check_options(m['method'], m.get('options'), params['dataset'] if isinstance(params.get('dataset'), str) and params['dataset'] in D.DATASETS else None)   # values too (a published source)
             except (ValueError, TypeError) as e: err(at, str(e).replace('Unknown', 'unknown', 1))
     if key in ('backend', 'backend_options') and (key == 'backend' or isinstance(value, dict)):
         b, bo = params.get('backend'), params.get('backend_options') if isinstance(params.get('backend_options'), dict) else {}

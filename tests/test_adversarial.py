@@ -90,8 +90,8 @@ def test_geval_fallback_row_records_the_parsed_sample_count():
     texts = ['Score: 2', 'Rating: 3', 'I cannot say']
     b = Scripted(lambda r, s: texts[s] if r.meta['item_id'] == items[0] else (texts[0] if s == 0 else 'unclear'))
     j = run('geval', tc, b, dims=['naturalness'], items=items, n_samples=3, progress=False).set_index('item_id')
-    assert j.loc[items[0], 'score'] == 2.5 and j.loc[items[0], 'scoring'] == 'mean of 3 samples (2 of 3 samples parsed)'
-    assert not j.loc[items[1], 'parse_ok'] and j.loc[items[1], 'scoring'] == 'mean of 3 samples (1 of 3 samples parsed)'
+    assert j.loc[items[0], 'score'] == 2.5 and j.loc[items[0], 'scoring'] == 'no logprobs: mean of 3 samples (2 of 3 samples parsed)'
+    assert not j.loc[items[1], 'parse_ok'] and j.loc[items[1], 'scoring'] == 'no logprobs: mean of 3 samples (1 of 3 samples parsed)'
     assert j.loc[items[1], 'failure'] == 'no score found: 1 of 3 samples parsed (< min_share 0.5)'
     j2 = run('geval', tc, b, dims=['naturalness'], items=items, n_samples=3, min_share=0.3, progress=False).set_index('item_id')
     assert j2.loc[items[1], 'score'] == 2.0

@@ -23,14 +23,14 @@ def test_registry_files_hold_the_dataset_specs():
     assert list(D.DATASETS) == ['summeval', 'topical_chat', 'hanna', 'opinsummeval', 'qags', 'seahorse']
     assert sorted(p.stem for p in (D.paths.data/'datasets').glob('*.yaml')) == sorted(D.DATASETS)
     se = D.DATASETS['summeval']
-    assert [f.path for f in se.files] == ['alttest_summeval_human_annotations.json', 'ppairs_summeval.jsonl', 'judgments/alttest__llm_annotations.json']
+    assert [f.path for f in se.files_of(None)] == ['alttest_summeval_human_annotations.json', 'ppairs_summeval.jsonl', 'judgments/alttest__llm_annotations.json']
     assert se.files[1] == D.FileSpec('ppairs_summeval.jsonl', '7b152ee2f44aca4259e4bbde69900bd0aebc97550d95d54681430595f0fb94d3',
         'https://raw.githubusercontent.com/maiush/PPairS/e6e002d8891e19238b7910ef81b998ab3af1a6a4/data/summeval.jsonl', 4169110)
     assert se.dims[1].aliases == ('con', 'factual consistency') and se.dims[0].scale == (1, 5, 1)
     assert se.licence.startswith('MIT (Yale-LILY/SummEval)') and se.quality_threshold == 'median' and se.quality_source == D.QUALITY_SOURCE
     tc = D.DATASETS['topical_chat']
     assert [d.scale for d in tc.dims] == [(0, 1, 1), (1, 3, 1), (1, 3, 1), (1, 3, 1), (0, 1, 1), (1, 5, 1)]
-    assert tc.dim('maintains context').label == 'Maintains Context' and len(tc.files) == 11
+    assert tc.dim('maintains context').label == 'Maintains Context' and len(tc.files_of(None)) == 11
     assert D.DATASETS['qags'].dims[0].step is None and D.DATASETS['hanna'].source_label == 'Story prompt'
     sh = D.DATASETS['seahorse']
     assert sh.optional and all(f.sha256 is None for f in sh.files) and D.DATASETS['summeval'].optional is False
