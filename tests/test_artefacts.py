@@ -53,7 +53,7 @@ def test_geval_on_summeval_sends_the_official_prompt_with_its_placeholders_fille
     with pytest.raises(ValueError, match='auto_steps needs'):
         run('geval', se, b, dims=['coherence'], items=[it.item_id], progress=False, auto_steps=True)
 
-def test_hypoeval_scores_the_five_published_hypotheses_with_their_prompt():
+def test_hypoeval_scores_the_five_published_hypotheses_with_their_prompt(tmp_outputs):
     ha = D.load('hanna'); it = ha.items.iloc[0]
     hyps = hypoeval_hypotheses(ha, ['coherence'])['coherence']
     raw = json.loads((D.raw_dir('hanna')/'methods/hypoeval/selected_hypotheses/story_coherence.json').read_text())
