@@ -144,7 +144,7 @@ def method_plan(entries:list, # [{method, options?, dims?, n_items?, label?}] or
         except (TypeError, ValueError) as x: errs.append(f"{where}: {str(x).replace('Unknown', 'unknown', 1)}")
         ds_ = dims_of(e['dims'], f'{where} dims') if e.get('dims') else default_dims
         if opts.get('others'): dims_of(opts['others'], f'{where} options.others')
-        if m in ('checkeval', 'reference'):
+        if m in ('checkeval', 'reference') and not (m == 'checkeval' and opts.get('build')):    # build=True writes the stage's checklist first
             for d in ds_:
                 try: load_checklist(spec.name, d, opts.get('stage', 'seed' if m == 'reference' else None))
                 except (ValueError, KeyError) as x: errs.append(f'{where}: {x}')

@@ -93,3 +93,11 @@ def test_dimcheck_edits_one_of_several_published_judges_chosen_by_analyses_judge
     assert [r.messages[-1]['content'].split('Analysis:\n', 1)[1].strip() for r in b.seen] == [published_analysis(g4.rationale[i]) for i in ids]
     assert (j.analysis_model == 'gpt-4-0314').all() and j.score.tolist() == g4.score[ids].tolist()    # unedited: the published scores stay
     assert j.attrs['file_method'] == 'dimcheck_llm_summeval_rts_gpt-4-0314'
+
+def test_a_checklist_stage_the_run_builds_is_not_required_before_the_run(tmp_outputs):
+    # before: method_plan looked for outputs/<run>/checklists/hanna/coherence.filtered.yaml and refused the entry that builds it
+    ha = D.load('hanna')
+    plan = method_plan([{'method': 'checkeval', 'options': {'stage': 'filtered', 'build': True, 'k_augment': 2}}], ha, dims=['coherence'])
+    assert [p['label'] for p in plan] == ['checkeval_filtered']
+    with pytest.raises(ValueError, match='No checklist for hanna/coherence'):
+        method_plan([{'method': 'checkeval', 'options': {'stage': 'filtered'}}], ha, dims=['coherence'])
