@@ -89,7 +89,13 @@ def test_agreement_reproduces_official_alttest(tmp_path, tmp_outputs):
     _execute('agreement', tmp_path, datasets=['summeval', 'qags'])
     import pandas as pd
     alt = pd.read_csv(tmp_outputs/'tables'/'alttest.csv')
-    assert (alt[alt.dimension == 'pooled'].winning_rate == 0).all() and len(alt) == 6*5
+    off = alt[alt.judge == 'alttest']                 # AltTest's six judges: winning rate 0 pooled, as in their notebook
+    assert (off[off.dimension == 'pooled'].winning_rate == 0).all() and len(off) == 6*5
+    assert alt[alt.dataset == 'summeval'].groupby(['judge', 'model']).ngroups == 15 and len(alt) == 15*5    # + Shen et al.'s nine
+    crowd = pd.read_csv(tmp_outputs/'tables'/'alttest_summeval_crowd.csv')
+    assert len(crowd) == 15*5 and (crowd.epsilon == 0.1).all() and crowd.instances.min() > 0
+    ce = pd.read_csv(tmp_outputs/'tables'/'agreement_summeval_crowd_vs_experts.csv')
+    assert ce.spearman_crowd_vs_experts.abs().max() < 0.2            # SummEval's crowd barely tracks its experts (Fabbri et al.)
     h = pd.read_csv(tmp_outputs/'tables'/'agreement_human.csv')
     assert h.set_index('dimension').loc['consistency', 'alpha_interval'] > 0.8
 
