@@ -11,7 +11,7 @@ from scipy import stats as ss
 from tqdm import tqdm
 from .stats import corr, fdr_adjust, krippendorff_alpha, cluster_counts, _wranks, METHODS
 from .data import as_dataset
-from .judgments import judgment_scores
+from .judgments import judgment_scores, as_judgments
 
 # %% auto #0
 __all__ = ['SUMMARY_COLUMNS', 'divergence', 'split_groups', 'CorrGapResult', 'fisher_z_test', 'corrgap', 'rater_slots',
@@ -484,7 +484,7 @@ def _mean_ci(boot, long, ci=0.95):
     m = per_t.mean(0); m = m[np.isfinite(m)]; a = (1 - ci)/2
     return (float(np.quantile(m, a)), float(np.quantile(m, 1 - a))) if len(m) >= 2 else (np.nan, np.nan)
 
-def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (schema of judgelab.data)
+def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (schema of judgelab.judgments), or a plain table item_id, dimension, score
                   dataset, # a `judgelab.data.Dataset` or a dataset name
                   targets=None, # target dimensions (default: all judged)
                   others=None, # non-targets (default: every other dimension except 'overall')
@@ -496,7 +496,7 @@ def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (sch
                  )->dict: # {(judge, model): CorrGapMatrix}
     "CorrGap matrices of every judge in `judgments`; the human baseline is computed once per pair for all judges."
     ds = as_dataset(dataset)
-    s = judgment_scores(judgments)
+    s = judgment_scores(as_judgments(judgments, ds))
     hm = ds.human_mean(); ids = hm.index.values
     docs = ds.items.set_index('item_id').doc_id.reindex(hm.index).values
     judges = s[['judge', 'model']].drop_duplicates().values.tolist()
@@ -536,16 +536,15 @@ def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (sch
         out[jm] = CorrGapMatrix(long, *jm, boot=np.stack(boots[jm]) if baseline and n_boot else None)
     return out
 
-def corrgap_matrix(judgments:pd.DataFrame, # judgments (schema of judgelab.data); filtered to one judge below
+def corrgap_matrix(judgments:pd.DataFrame, # judgments (schema of judgelab.judgments) or a plain table item_id, dimension, score; filtered to one judge below
                    dataset, # a `judgelab.data.Dataset` or a dataset name
                    judge:str|None=None, model:str|None=None, # which judge (needed if several are present)
                    **kwargs, # passed to `corrgap_audit` (targets, others, method, bins, test, n_perm, seed, baseline, n_boot)
                   )->CorrGapMatrix:
     "CorrGap G[t, o] for one judge over all (target, non-target) pairs, with raw and BH-adjusted p-values and the human baseline."
-    j = judgments
+    j = as_judgments(judgments, dataset, judge, model)
     if judge is not None: j = j[j.judge == judge]
     if model is not None: j = j[j.model == model]
     pairs = j[['judge', 'model']].drop_duplicates()
     if len(pairs) != 1: raise ValueError(f"corrgap_matrix needs exactly one judge; found {pairs.values.tolist()} (pass judge= and model=)")
     return next(iter(corrgap_audit(j, dataset, **kwargs).values()))
-

@@ -11,14 +11,14 @@ import numpy as np, pandas as pd
 from .core import paths, record_manifest, sha256_file, _rel
 from scipy import stats
 from .parse import in_range, range_failure, parse_rating, parse_labelled, parse_score, Parsed, NO_SCORE, OUT_OF_RANGE, CONFLICT, EMPTY
-from .data import get_spec, load, raw_dir, group_files, group_digest, DataError, _item_slug, _hanna_table, _hanna_col, _HANNA_DIMS
+from .data import get_spec, load, as_dataset, raw_dir, group_files, group_digest, DataError, _item_slug, _hanna_table, _hanna_col, _HANNA_DIMS
 
 # %% auto #0
 __all__ = ['JUDGMENT_COLUMNS', 'JUDGMENT_SOURCES', 'slug', 'judgments_path', 'save_judgments', 'JudgmentSource', 'parse_rts',
            'parse_choice', 'parse_stars', 'parse_geval_sample', 'parse_batch', 'Replay', 'list_judgments',
            'load_judgments', 'judgment_scores', 'judgments_inputs', 'authors_scores', 'authors_correlations',
-           'rule_differences', 'JudgmentImportError', 'check_judge_name', 'check_model_name', 'import_judgments',
-           'store_import']
+           'rule_differences', 'JudgmentImportError', 'check_judge_name', 'check_model_name', 'validate_judgments',
+           'import_judgments', 'as_judgments', 'store_import']
 
 # %% ../nbs/01a_judgments.ipynb #0a4e7b19
 JUDGMENT_COLUMNS = ['item_id', 'dimension', 'judge', 'model', 'score', 'rationale', 'sample', 'parse_ok', 'failure']
@@ -717,22 +717,25 @@ def _read_rows(path)->pd.DataFrame:
     if not len(df): raise JudgmentImportError(f"{path}: no judgments (a header without rows)")
     return df
 
-def import_judgments(path:str|Path, # CSV or JSONL file
-                     dataset:str, # dataset name
-                     judge:str, # judge (method) name, e.g. 'my_prompt_v2'
-                     model:str, # model name, e.g. 'meta-llama/Llama-3.3-70B-Instruct'
-                     max_listed:int=20, # offending rows listed per problem
-                    )->pd.DataFrame:
-    "A user's judgments file as a validated judgments table."
-    path = Path(path); check_judge_name(judge); check_model_name(model); ds = load(dataset)
-    if not path.exists(): raise FileNotFoundError(f"No judgments file {path}")
-    df = _read_rows(path)
+def validate_judgments(df:pd.DataFrame, # item_id, dimension, score [, rationale, sample, failure] (and `_row`: the row numbers to report)
+                       dataset, # a dataset name or a `judgelab.data.Dataset`
+                       judge:str, # judge (method) name, e.g. 'my_prompt_v2'
+                       model:str, # model name, e.g. 'meta-llama/Llama-3.3-70B-Instruct'
+                       where:str='the table', # what the rows come from, for the error message (a file name)
+                       max_listed:int=20, # offending rows listed per problem
+                      )->pd.DataFrame: # judgments table (`JUDGMENT_COLUMNS`)
+    "A plain table of scores checked against its dataset (every problem listed at once) and put into the judgments schema."
+    check_judge_name(judge); check_model_name(model); ds = as_dataset(dataset)
+    if not isinstance(df, pd.DataFrame): raise JudgmentImportError(f"{where}: judgments must be a pandas DataFrame, not {type(df).__name__}")
     missing = [c for c in ('item_id', 'dimension', 'score') if c not in df.columns]
-    if missing: raise JudgmentImportError(f"{path}: missing column(s) {missing}; found {[c for c in df.columns if c != '_row']}")
+    if missing: raise JudgmentImportError(f"{where}: missing column(s) {missing}; found {[c for c in df.columns if c != '_row']}")
+    if not len(df): raise JudgmentImportError(f"{where}: no judgments (no rows)")
     df = df.copy(); df['item_id'] = df.item_id.astype(str)
+    if '_row' not in df: df['_row'] = df.index
     if 'sample' not in df: df['sample'] = 0
     if 'rationale' not in df: df['rationale'] = None
     if 'failure' not in df: df['failure'] = None
+    df = df.reset_index(drop=True)
     problems = {}
     def flag(what, mask):
         if mask.any(): problems[what] = df.index[mask]
@@ -754,27 +757,54 @@ def import_judgments(path:str|Path, # CSV or JSONL file
     flag('score outside the dimension scale', sc.notna() & df.dimension_.notna() & ~in_range(sc, lo, hi))
     flag('duplicate (item_id, dimension, sample)', df.assign(sample=sample).duplicated(['item_id', 'dimension_', 'sample'], keep=False) & df.dimension_.notna())
     if problems:
-        lines = [f"{path}: {sum(len(v) for v in problems.values())} problem(s) against dataset {ds.name!r}:"]
+        unit = 'file lines' if where.endswith(('.jsonl', '.json')) else 'file rows' if where != 'the table' else 'index'
+        lines = [f"{where}: {sum(len(v) for v in problems.values())} problem(s) against dataset {ds.name!r}:"]
         for what, idx in problems.items():
             shown = df.loc[idx[:max_listed], [c for c in ('item_id', 'dimension', 'sample', 'score') if c in df]]
-            lines.append(f"- {what}: {len(idx)} row(s) (file {'lines' if 'json' in path.suffix.lower() else 'rows'} "
+            lines.append(f"- {what}: {len(idx)} row(s) ({unit} "
                          f"{', '.join(str(i) for i in df._row[idx[:max_listed]])}{' ...' if len(idx) > max_listed else ''})\n" + shown.to_string())
         raise JudgmentImportError('\n'.join(lines))
     ok = sc.notna()
-    j = pd.DataFrame(dict(item_id=df.item_id, dimension=df.dimension_, judge=judge, model=model, score=sc.astype(float),
-                          rationale=df.rationale, sample=sample.astype(int), parse_ok=ok,
-                          failure=np.where(ok, None, df.failure)))[JUDGMENT_COLUMNS]
+    return pd.DataFrame(dict(item_id=df.item_id, dimension=df.dimension_, judge=judge, model=model, score=sc.astype(float),
+                             rationale=df.rationale, sample=sample.astype(int), parse_ok=ok,
+                             failure=np.where(ok, None, df.failure)))[JUDGMENT_COLUMNS]
+
+def import_judgments(path:str|Path, # CSV or JSONL file
+                     dataset, # a dataset name or a `judgelab.data.Dataset`
+                     judge:str, # judge (method) name, e.g. 'my_prompt_v2'
+                     model:str, # model name, e.g. 'meta-llama/Llama-3.3-70B-Instruct'
+                     max_listed:int=20, # offending rows listed per problem
+                    )->pd.DataFrame:
+    "A user's judgments file as a validated judgments table."
+    path = Path(path); check_judge_name(judge); check_model_name(model); ds = as_dataset(dataset)
+    if not path.exists(): raise FileNotFoundError(f"No judgments file {path}")
+    j = validate_judgments(_read_rows(path), ds, judge, model, where=str(path), max_listed=max_listed)
     j.attrs['source'] = f'import:{path.name}'
     return j
 
+# %% ../nbs/01a_judgments.ipynb #78ac7d16
+def as_judgments(judgments:pd.DataFrame, # judgments (schema `JUDGMENT_COLUMNS`) or a plain table: item_id, dimension, score [, judge, model, rationale, sample, failure]
+                 dataset=None, # a dataset name or `judgelab.data.Dataset` (needed to check a plain table)
+                 judge:str|None=None, # the judge's name for a plain table without a `judge` column (default 'my_judge')
+                 model:str|None=None, # its model for a plain table without a `model` column (default 'unspecified')
+                )->pd.DataFrame: # judgments table
+    "A judgments table from either the full schema or a plain table of scores (validated against `dataset`)."
+    if not isinstance(judgments, pd.DataFrame): raise TypeError(f"judgments must be a pandas DataFrame, not {type(judgments).__name__}")
+    if set(JUDGMENT_COLUMNS) <= set(judgments.columns): return judgments
+    if dataset is None: raise JudgmentImportError("a plain table of scores needs its dataset (name or Dataset) to be checked")
+    jc = judgments.judge if 'judge' in judgments and judge is None else pd.Series(judge or 'my_judge', index=judgments.index)
+    mc = judgments.model if 'model' in judgments and model is None else pd.Series(model or 'unspecified', index=judgments.index)
+    rest = judgments.drop(columns=[c for c in ('judge', 'model', 'parse_ok') if c in judgments])
+    parts = [validate_judgments(g, dataset, str(jn), str(mn)) for (jn, mn), g in rest.groupby([jc.astype(str), mc.astype(str)], sort=False)]
+    return pd.concat(parts, ignore_index=True) if parts else validate_judgments(rest, dataset, judge or 'my_judge', model or 'unspecified')
 
 # %% ../nbs/01a_judgments.ipynb #d5146a89
 def store_import(path:str|Path, # the user's CSV or JSONL file
-                 dataset:str, judge:str, model:str, # as for `import_judgments`
+                 dataset, judge:str, model:str, # as for `import_judgments` (a dataset name or Dataset)
                  replace:bool=False, # overwrite an existing judgments file
                 )->tuple: # (judgments, the parquet path)
     "Validate a user's judgments file and store it as `judgments_path(dataset, judge, model)`, with a manifest row; an existing file is kept unless `replace`."
-    j = import_judgments(path, dataset, judge, model); ds = load(dataset)
+    ds = as_dataset(dataset); j = import_judgments(path, ds, judge, model)
     out = judgments_path(ds.name, judge, model)
     if out.exists() and not replace:
         raise FileExistsError(f"{_rel(out, paths.root)} exists (judge {judge!r}, model {model!r}): pass --replace (replace=True) to overwrite it, "
@@ -783,4 +813,3 @@ def store_import(path:str|Path, # the user's CSV or JSONL file
     p = save_judgments(j, ds.name, judge, model, dict(source=Path(path).name, dataset=ds.name, judge=judge, model=model, rows=len(j),
                                                       failures=int((~j.parse_ok).sum())), inputs, notebook='judgelab judgments import')
     return j, p
-

@@ -14,7 +14,8 @@ from sklearn.linear_model import LinearRegression
 from sklearn.tree import DecisionTreeRegressor
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.neural_network import MLPRegressor
-from .judgments import judgment_scores
+from .data import as_dataset
+from .judgments import judgment_scores, as_judgments
 
 # %% auto #0
 __all__ = ['REGRESSOR_ORDER', 'METHODS', 'LEVELS', 'round_to_scale', 'split_indices', 'make_regressor', 'corr', 'Corr',
@@ -238,15 +239,15 @@ def bootstrap_ci(pred, human, doc, system=None, method:str='spearman', level:str
     return (float(np.quantile(vals, a)), float(np.quantile(vals, 1 - a)), len(vals))
 
 # %% ../nbs/05_stats.ipynb #fad02829
-def correlation_table(judgments:pd.DataFrame, # judgments (schema of judgelab.data)
-                      dataset, # a `judgelab.data.Dataset`
+def correlation_table(judgments:pd.DataFrame, # judgments (schema of judgelab.judgments), or a plain table item_id, dimension, score
+                      dataset, # a dataset name or a `judgelab.data.Dataset`
                       methods=METHODS, levels=LEVELS,
                       dims=None, # dimensions (default: those judged)
                       n_boot:int=1000, # bootstrap resamples (0: no CIs)
                       ci:float=0.95, seed:int=0,
                      )->pd.DataFrame:
     "Judge x dimension x method x level correlations with humans, with cluster-bootstrap CIs over documents."
-    s = judgment_scores(judgments)
+    dataset = as_dataset(dataset); s = judgment_scores(as_judgments(judgments, dataset))
     hm = dataset.human_mean().reset_index().melt(id_vars='item_id', var_name='dimension', value_name='human')
     it = dataset.items[['item_id', 'doc_id', 'system']]
     rows = []
@@ -357,15 +358,15 @@ def alt_test(llm:dict, # {instance: label} from the LLM
                          tested, untested, n_inst, epsilon, fdr)
 
 # %% ../nbs/05_stats.ipynb #0ed30933
-def alt_test_inputs(dataset, # a `judgelab.data.Dataset`
-                    judgments:pd.DataFrame, # judgments of ONE judge (judge, model)
+def alt_test_inputs(dataset, # a dataset name or a `judgelab.data.Dataset`
+                    judgments:pd.DataFrame, # judgments of ONE judge (judge, model), or a plain table item_id, dimension, score
                     dimensions=None, # one dimension name, a list, or None for all judged
                     pooled:bool=False, # instances = (item, dimension) pairs over all `dimensions`
                     round_llm:bool=False, # round LLM scores to the dimension scale (SPEC rounding)
                     raters:str|None=None, # 'annotators' (stored ids) or 'slots' (k-th rating of an item); None: the dataset's `alt_test_raters`
                    )->tuple: # (llm, humans) ready for `alt_test`
     "Build `alt_test`'s inputs from a dataset's per-annotator ratings (or rater slots) and a judge's judgments."
-    s = judgment_scores(judgments)
+    dataset = as_dataset(dataset); s = judgment_scores(as_judgments(judgments, dataset))
     if s.groupby(['judge', 'model']).ngroups > 1: raise ValueError("alt_test_inputs takes the judgments of one judge; filter by judge and model first")
     dims = [dimensions] if isinstance(dimensions, str) else list(dimensions or s.dimension.unique())
     if not pooled and len(dims) != 1: raise ValueError("per-dimension alt-test needs exactly one dimension (or pooled=True)")

@@ -1,0 +1,84 @@
+"""A new user's audit, end to end: one command (`judgelab audit`) and one line of Python (`judgelab.audit`), on a judge
+whose coherence score is built to lean on fluency, and on one that is merely noisy."""
+import json, os, subprocess, sys
+from pathlib import Path
+import numpy as np, pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+JUDGELAB = Path(sys.executable).parent/'judgelab'
+
+def _judge(leak:float, seed:int=0)->pd.DataFrame:
+    "A SummEval judge: human means plus noise; coherence pulled towards fluency by `leak`."
+    from judgelab.data import load
+    hm = load('summeval').human_mean(); rng = np.random.default_rng(seed)
+    rows = []
+    for d in hm.columns:
+        x = (1 - leak)*hm[d].values + leak*hm.fluency.values if d == 'coherence' else hm[d].values
+        rows.append(pd.DataFrame(dict(item_id=hm.index, dimension=d, score=np.clip(x + rng.normal(0, 0.5, len(x)), 1, 5).round(2))))
+    return pd.concat(rows, ignore_index=True)
+
+FAST = ['--n-perm', '199', '--n-boot-excess', '400', '--n-boot', '50', '--n-perm-quality', '0', '--quiet']
+
+@pytest.fixture
+def sandbox(tmp_path):
+    "Outputs and executed notebooks in a temporary folder: the committed ones are never touched."
+    env = {**os.environ, 'JUDGELAB_OUTPUTS': str(tmp_path/'outputs'), 'JUDGELAB_RUNS': str(tmp_path/'runs'), 'JUDGELAB_ROOT': str(ROOT)}
+    return tmp_path, env
+
+def _cli(env, *args):
+    return subprocess.run([str(JUDGELAB), 'audit', *map(str, args)], env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
+
+def test_one_command_audit_finds_the_built_in_dependence(sandbox):
+    tmp, env = sandbox
+    f = tmp/'my_judge.csv'; _judge(0.5).to_csv(f, index=False)
+    r = _cli(env, f, '--dataset', 'summeval', '--model', 'org/leaky-7b', *FAST)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = r.stdout
+    assert 'coherence leans on fluency beyond human raters: excess CorrGap' in out, out
+    for t in ('consistency', 'fluency', 'relevance'): assert f'{t}: no ' in out, out      # the others are not accused
+    assert 'alt-test (pooled over dimensions, epsilon 0.2' in out
+    rid = 'audits/summeval__my_judge__org_leaky-7b'
+    nb = tmp/'runs'/f'{rid}.ipynb'; run = tmp/'outputs'/rid
+    assert nb.exists() and (run/'judgments'/'summeval'/'my_judge__org_leaky-7b.parquet').exists()
+    tables = {p.name for p in (run/'tables').glob('*.csv')}
+    for t in ('verdicts', 'correlations', 'corrgap_pairs', 'judge_level', 'quality', 'alttest'):
+        assert f'audit_summeval_my_judge__org_leaky-7b_{t}.csv' in tables, (t, tables)
+    assert {p.name for p in (run/'figures').glob('*.png')} >= {'audit_summeval_my_judge__org_leaky-7b_excess.png',
+                                                                'audit_summeval_my_judge__org_leaky-7b_excess_heatmaps.png'}
+    v = pd.read_csv(run/'tables'/'audit_summeval_my_judge__org_leaky-7b_verdicts.csv').set_index('target')
+    assert v.loc['coherence', 'status'] == 'dependence beyond human raters' and v.loc['coherence', 'other'] == 'fluency'
+    assert v.loc['coherence', 'excess_lo'] > 0
+    # the executed notebook: nothing on stderr, provenance of every artifact in the run's manifest
+    cells = json.loads(nb.read_text())['cells']
+    assert not [o for c in cells for o in c.get('outputs', []) if o.get('name') == 'stderr'], 'stderr in the executed notebook'
+    rows = [json.loads(l) for l in (run/'manifest.jsonl').read_text().splitlines()]
+    assert any(r['notebook'] == 'judgelab judgments import' for r in rows)
+    assert any('audit_summeval_my_judge__org_leaky-7b_verdicts.csv' in ' '.join(r['artifacts']) for r in rows)
+    # the same scores again: the audit is redone; other scores under the same names need --replace
+    assert _cli(env, f, '--dataset', 'summeval', '--model', 'org/leaky-7b', *FAST).returncode == 0
+    _judge(0.0, seed=1).to_csv(f, index=False)
+    r2 = _cli(env, f, '--dataset', 'summeval', '--model', 'org/leaky-7b', *FAST)
+    assert r2.returncode == 2 and 'pass --replace' in r2.stderr, r2.stderr
+
+def test_bad_scores_are_refused_before_anything_runs(sandbox):
+    tmp, env = sandbox
+    df = _judge(0.0); df.loc[3, 'score'] = 9; df.loc[5, 'item_id'] = 'nope'
+    f = tmp/'bad.jsonl'; df.to_json(f, orient='records', lines=True)
+    r = _cli(env, f, '--dataset', 'summeval', *FAST)
+    assert r.returncode == 2
+    assert 'score outside the dimension scale: 1 row(s) (file lines 4)' in r.stderr and 'unknown item_id: 1 row(s) (file lines 6)' in r.stderr, r.stderr
+    assert not (tmp/'outputs').exists() and not (tmp/'runs').exists()
+
+def test_one_line_of_python_on_a_plain_dataframe():
+    import judgelab
+    A = judgelab.audit(_judge(0.5), 'summeval', n_perm=199, n_boot_excess=400, n_boot=50, n_perm_quality=-1)
+    v = A.verdicts.set_index('target')
+    assert v.loc['coherence', 'status'] == 'dependence beyond human raters' and v.loc['coherence', 'other'] == 'fluency'
+    assert 'coherence leans on fluency beyond human raters' in repr(A)
+
+def test_an_honest_judge_is_not_accused():
+    "Human means plus noise (no dependence built in): no target leans on another beyond the human raters."
+    import judgelab
+    A = judgelab.audit(_judge(0.0, seed=3), 'summeval', judge='honest', n_perm=199, n_boot_excess=400, n_boot=0, n_perm_quality=-1, alt=False)
+    assert (A.verdicts.status != 'dependence beyond human raters').all(), A.verdicts[['target', 'status', 'excess', 'p_excess_bh']]
