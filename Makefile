@@ -14,7 +14,7 @@ help:
 	@echo "make reproduce  - set up .venv, fetch + verify data, run the main job (judgelab sweep configs/embedded.yaml) into outputs/"
 	@echo "make test       - set up .venv, check notebooks are clean and in sync, nbdev_test, pytest"
 	@echo "make export     - nbdev_clean + nbdev_export + README.md (after editing notebooks)"
-	@echo "make lab        - JupyterLab on 127.0.0.1"
+	@echo "make lab        - JupyterLab on 127.0.0.1, opened on nbs/tutorials/start_here.ipynb (LAB_PORT=8888)"
 	@echo "make bench      - benchmarks (ratios measured side by side)"
 
 venv: $(STAMP)
@@ -73,8 +73,14 @@ test: check-sync nbtest pytest
 export: venv
 	$(BIN)/nbdev_clean && $(BIN)/nbdev_export && $(BIN)/judgelab readme
 
+# JupyterLab on 127.0.0.1, opened on the tour notebook; as root (containers, CI machines) it needs --allow-root
+LAB_PORT ?= 8888
+LAB_ARGS ?=
+START_HERE := nbs/tutorials/start_here.ipynb
+ALLOW_ROOT = $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 lab: venv
-	$(BIN)/jupyter lab --ip 127.0.0.1 --no-browser
+	$(BIN)/jupyter lab --ip 127.0.0.1 --port $(LAB_PORT) --no-browser $(ALLOW_ROOT) --ServerApp.root_dir=$(CURDIR) \
+	  --LabApp.default_url=/lab/tree/$(START_HERE) $(LAB_ARGS)
 
 bench: venv data
 	$(BIN)/python bench/bench_main_job.py

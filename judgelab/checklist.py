@@ -47,6 +47,7 @@ def default_stage(dataset:str)->str:
 
 def checklist_path(dataset:str, dimension:str, stage:str|None=None)->Path:
     "Seed checklists ship in data/checklists/; the LLM stages are outputs of the run that made them (outputs/<run id>/checklists/); the official ones are raw files (data/raw/<dataset>/methods/checkeval/)."
+    dataset = D.get_spec(dataset).name
     stage = stage or default_stage(dataset)
     if stage not in STAGES + OFFICIAL: raise ChecklistError(f"stage must be one of {STAGES + OFFICIAL}, not {stage!r}")
     if stage == 'seed': return paths.data/'checklists'/dataset/f'{dimension}.yaml'
@@ -104,6 +105,7 @@ def checkeval(ds, its, dims, backend, template:str='checkeval',
               k_augment:int=3, # build: questions per sub-dimension in each augmentation step
               max_tokens:int=128, seed:int=0, progress=True):
     "CheckEval judgments: one row per (item, dimension), score = yes / answered over all the dimension's questions."
+    ds = D.as_dataset(ds)
     stage = stage or default_stage(ds.name)
     if stage not in STAGES + OFFICIAL: raise ChecklistError(f"stage must be one of {STAGES + OFFICIAL}, not {stage!r}")
     if build and stage not in STAGES[1:]: raise ValueError("build=True makes the LLM stages: ask for stage='filtered' (or 'diversified', 'elaborated')")
@@ -187,6 +189,7 @@ def generate_checklist(dataset:str, dimension:str, backend=None, # default: the 
                        k:int=3, # questions per sub-dimension and augmentation kind
                        seed:int=0, write:bool=True, progress:bool=True)->dict:
     "CheckEval's stages for one dimension, in order: diversification, elaboration, filtering: {'diversified', 'augmented', 'filtered', 'decisions'}."
+    dataset = D.get_spec(dataset).name
     b = backend if isinstance(backend, Backend) else get_backend(backend)
     ds = D.load(dataset); base = load_checklist(ds.name, dimension, 'seed'); d = ds.dim(dimension)
     var = dict(dimension_label=d.label, output_label=ds.spec.output_label, definition=base.definition or d.definition)
@@ -223,6 +226,7 @@ def generate_checklist(dataset:str, dimension:str, backend=None, # default: the 
 # %% ../nbs/08_checklist.ipynb #7c11be34
 def learned_weights(j:pd.DataFrame, dataset, dimension:str, train_frac:float=0.2, seeds=range(5))->pd.DataFrame:
     "Spearman on held-out items: LinearRegression on per-question answers (trained on train_frac) vs the unweighted score."
+    dataset = D.as_dataset(dataset)
     from sklearn.linear_model import LinearRegression
     from sklearn.model_selection import train_test_split
     a = answer_table(j[j.dimension == dimension]).pivot_table(index='item_id', columns='question', values='answer', aggfunc='first')
@@ -245,6 +249,7 @@ def binarized_likert(scores, lo:float, hi:float, middle_to:int=0):
 # %% ../nbs/08_checklist.ipynb #ba92b9c8
 def reference(ds, its, dims, backend, stage:str='seed', seed:int=0, progress=True, template:str='atomic_check'):
     "Atomic-check reference judgments: one yes/no request per checklist question of the target dimension."
+    ds = D.as_dataset(ds)
     t = load_prompt(template); lists = {d: load_checklist(ds.name, d, stage) for d in dims}
     reqs = [t.request(meta=dict(item_id=it.item_id, dimension=d, question=q), max_tokens=2, temperature=0.0, seed=seed, choice=['Yes', 'No'],
                       question=q, **item_variables(ds, it, d)) for it in its.itertuples() for d in dims for q in lists[d].questions]

@@ -392,7 +392,7 @@ def sigma_for_alpha(alpha:float, # target Krippendorff's alpha (interval) of the
 
 
 # %% ../nbs/06_corrgap.ipynb #14ac52bb
-def synthetic_dependence(dataset_or_gt=None, # None (simulate), a Dataset, or (gt_t, gt_o) arrays
+def synthetic_dependence(dataset_or_gt=None, # None (simulate), a dataset name or Dataset, or (gt_t, gt_o) arrays
                          w:float=0.5, # weight of the non-target in the judge's score
                          seed:int=0,
                          dims:tuple|None=None, # (target, non-target) when a Dataset is given
@@ -404,6 +404,7 @@ def synthetic_dependence(dataset_or_gt=None, # None (simulate), a Dataset, or (g
                         )->pd.DataFrame: # item_id, gt_t, gt_o, pred
     "Ground truth and a judge with a known amount `w` of dependence on the non-target dimension."
     rng = np.random.default_rng(seed)
+    if isinstance(dataset_or_gt, str): dataset_or_gt = as_dataset(dataset_or_gt)
     if dataset_or_gt is None:
         z = rng.multivariate_normal([0, 0], [[1, rho], [rho, 1]], size=n)
         t, o = (np.digitize(z[:, k], cuts) + 1.0 for k in (0, 1)); ids = np.arange(n)

@@ -201,9 +201,11 @@ class ChecksumError(ValueError): "A file whose sha256 is not the registered one.
 class DataError(ValueError): "A raw file whose content contradicts what its provenance promises (a failed join check)."
 class MissingDataError(FileNotFoundError): "A raw file that is not in data/raw and cannot be fetched from here."
 
-def get_spec(name:str)->DatasetSpec:
+def get_spec(name:str, # a dataset name (or a loaded Dataset, or a DatasetSpec)
+            )->DatasetSpec:
     "The registry entry of dataset `name`, or a clear error listing the known names."
     if isinstance(name, DatasetSpec): return name
+    if isinstance(getattr(name, 'spec', None), DatasetSpec): return name.spec      # a loaded Dataset
     if name not in DATASETS:
         close = [k for k in DATASETS if _norm(name) in _norm(k) or _norm(k) in _norm(name)]
         hint = f" Did you mean {close[0]!r}?" if close else ''

@@ -83,6 +83,7 @@ def generic_criteria()->list:
 
 def generated_generic_criteria(ds, backend, k:int=10, seed:int=0, progress=True)->tuple:
     "(criteria, dropped): `k` generic quality criteria the LLM writes for the dataset's kind of text; those named after a dimension are dropped."
+    ds = D.as_dataset(ds)
     t = load_prompt('decompose'); what = ds.spec.output_label.lower()
     r = t.request(meta=dict(dimension='(generic)', k=k), max_tokens=40*k + 40, temperature=0.0, seed=seed, dimension_label=f'Overall quality of the {what}',
                   definition=f'Any property that makes a {what} better or worse, stated generally (do not use the names of specific evaluation criteria).',
@@ -98,6 +99,7 @@ _HYPO_CONFIG = dict(summeval='data_summeval_config_from_HypoEval-Gen.yaml', hann
 
 def hypoeval_hypotheses(ds, dims)->dict:
     "{dimension: {hypothesis: selection score}}: HypoEval's 5 published rubric hypotheses per aspect (file group `hypoeval`, sha256-verified)."
+    ds = D.as_dataset(ds)
     if ds.name not in _HYPO_KIND or not any(g.name == 'hypoeval' for g in ds.spec.file_groups):
         raise ValueError(f"HypoEval published decompositions for summeval and hanna only, not {ds.name}")
     D.group_files(ds.name, 'hypoeval'); out = {}
@@ -109,6 +111,7 @@ def hypoeval_hypotheses(ds, dims)->dict:
 
 def hypoeval_requests(ds, its, dims, hyps:dict, max_tokens:int=512, seed:int=0)->list:
     "HypoEval's scoring requests: its system and user templates (from its config in the file group) per (item, dimension, hypothesis)."
+    ds = D.as_dataset(ds)
     tmpl = yaml.safe_load((D.raw_dir(ds.name)/'methods/hypoeval'/_HYPO_CONFIG[ds.name]).read_text())['prompt_templates']['hypoeval']
     reqs = []
     for it in its.itertuples():
@@ -137,6 +140,7 @@ def hypoeval_aggregate(j:pd.DataFrame, # `decomposition(variant='hypoeval')` jud
 def decompose_criteria(ds, dims, backend, variant:str='hd_eval', k:int=4, k3:int=2, icl:int=5, seed:int=0, progress=True,
                        generic:str='generate', k_generic:int=10)->dict:
     "{L1: [sub-criteria 'name: description']} for a decomposition variant (LLM calls batched per level; 'hypoeval': HypoEval's published hypotheses, no call)."
+    ds = D.as_dataset(ds)
     if variant == 'hypoeval': return {d: list(h) for d, h in hypoeval_hypotheses(ds, dims).items()}
     if variant == 'l1_agnostic':
         crit = generic_criteria() if generic == 'file' else generated_generic_criteria(ds, backend, k_generic, seed, progress)[0]
@@ -166,6 +170,7 @@ def decomposition(ds, its, dims, backend, variant:str='hd_eval', k:int=4, k3:int
                   k_generic:int=10, # l1_agnostic: generic criteria the LLM writes
                  ):
     "Sub-criterion scores of a decomposition variant: one row per (item, L1, sub-criterion)."
+    ds = D.as_dataset(ds)
     if generic not in ('generate', 'file'): raise ValueError(f"generic must be 'generate' or 'file', not {generic!r}")
     if k_generic < 1: raise ValueError(f"k_generic must be >= 1, not {k_generic}")
     if variant == 'l1_agnostic' and generic == 'generate':       # one request; what the LLM named after a dimension is recorded
@@ -205,6 +210,7 @@ def aggregate(j:pd.DataFrame, # decomposition judgments (with `subcriterion`)
               dataset, mode:str='vertical', regressors=REGRESSOR_ORDER, plus_l1:pd.DataFrame|None=None, # judgments of a direct judge
               seed:int=0, grouped:bool=False, epsilon:float=0.2, scoring:str='neg_rmse', min_instances_per_human:int=30)->pd.DataFrame:
     "Regressor x L1 results (rho, AP, WR; rounded and unrounded) for one aggregation setting; the best regressor marked."
+    dataset = D.as_dataset(dataset)
     feats = j.assign(f=j.dimension + ' :: ' + j.subcriterion).pivot_table(index='item_id', columns='f', values='score', aggfunc='mean', dropna=False)
     items = feats.index.tolist(); children = {d: [c for c in feats.columns if c.startswith(d + ' :: ')] for d in j.dimension.unique()}
     if plus_l1 is not None:

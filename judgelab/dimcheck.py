@@ -65,6 +65,7 @@ def check_analyses_source(dataset:str, # a dataset name
                           name:str, # a published judgments source of it
                          )->str:
     "`name` if it is a published source of `dataset` with rationales, else a ValueError naming the sources that have them."
+    dataset = D.get_spec(dataset).name
     srcs = list_judgments(dataset); with_r = [s for s, r in srcs.rationales.items() if r]
     have = f"sources of {dataset} with rationales: {', '.join(with_r) or 'none'}"
     if name not in srcs.index: raise ValueError(f"analyses: no published judgments {name!r} for {dataset}; {have}")
@@ -75,6 +76,7 @@ def check_dimcheck_options(options:dict, # DimCheck's options (those given)
                            dataset:str|None=None, # the dataset name, to check a published `analyses` source
                           )->None:
     "Option values DimCheck rejects, as a ValueError before anything runs (`judgelab.methods.check_options` calls it)."
+    dataset = D.get_spec(dataset).name if dataset is not None else None
     o = options or {}
     if o.get('order', 'paper') not in ('paper', 'random'): raise ValueError(f"order must be 'paper' or 'random', not {o['order']!r}")
     a = o.get('analyses')
@@ -107,6 +109,7 @@ def published_analyses(ds, its, dims, # the dataset, the items and the dimension
                        judge:str|None=None, # the judge to edit where the table holds several: 'judge/model', a judge or a model name
                       )->tuple:
     "(per (item, dimension) of `its` x `dims`, in Analyze-Rate request order: dict(analysis, score, text, judge, model) or dict(skip=reason); the source's name). Raises ValueError before any model call when the table does not match the dataset."
+    ds = D.as_dataset(ds)
     src = None
     if isinstance(analyses, str): analyses = load_judgments(ds.name, check_analyses_source(ds.name, analyses))
     check_dimcheck_options(dict(analyses=analyses, analyses_sample=sample, analyses_judge=judge))
@@ -171,6 +174,7 @@ def dimcheck(ds, its, dims, backend, editor=None, # editor backend (default: the
              analyses_judge:str|None=None, # where `analyses` hold several judges (e.g. llm_summeval's nine): 'judge/model', a judge or a model name
             ):
     "DimCheck judgments (with every intermediate analysis recorded), on generated Analyze-Rate analyses or on existing ones."
+    ds = D.as_dataset(ds)
     check_dimcheck_options(dict(order=order, analyses=analyses, analyses_sample=analyses_sample, analyses_judge=analyses_judge), ds.name)
     editor = editor or backend; et = load_prompt(edit_template)
     calls = dict(base=0, edit_rounds=0, rescore=0)

@@ -27,6 +27,7 @@ OPTIONAL_COLUMNS = ['valid_mass']   # after EXTRA_COLUMNS when a method records 
 
 def select_items(ds, items=None, n_items:int|None=None, seed:int=0)->pd.DataFrame:
     "The items to judge: given ids (checked), else a seeded sample of `n_items`, else all."
+    ds = D.as_dataset(ds)
     its = ds.items
     if items is not None:
         items = [str(i) for i in items]; unknown = sorted(set(items) - set(its.item_id))
@@ -86,12 +87,14 @@ def analysis_text(text:str)->str:
     return re.sub(r'^\s*\**analysis\**\s*:\s*', '', t.strip(), flags=re.I).strip()
 
 def analyze_rate_requests(ds, its, dims, template='analyze_rate', temperature=0.0, n=1, max_tokens=256, seed=0):
+    ds = D.as_dataset(ds)
     t = load_prompt(template)
     return [t.request(meta=dict(item_id=it.item_id, dimension=d), max_tokens=max_tokens, temperature=temperature, n=n, seed=seed,
                       **item_variables(ds, it, d)) for it in its.itertuples() for d in dims]
 
 def analyze_rate(ds, its, dims, backend, template:str='analyze_rate', temperature:float=0.0, n:int=1, max_tokens:int=256, seed:int=0, progress=True):
     "Analyze-Rate judgments."
+    ds = D.as_dataset(ds)
     reqs = analyze_rate_requests(ds, its, dims, template, temperature, n, max_tokens, seed)
     outs = backend.generate(reqs, progress=progress); rows = []
     for r, c in zip(reqs, outs):
@@ -148,6 +151,7 @@ def geval_text_score(text:str, lo:float, hi:float, labels=())->Parsed:
 
 def geval_steps(ds, dims, backend, template:str='geval_steps', max_tokens:int=256, seed:int=0, progress=True)->dict:
     "{dimension: evaluation steps written by the model} (G-Eval's auto-CoT): one greedy request per dimension."
+    ds = D.as_dataset(ds)
     t = load_prompt(template); it = next(ds.items.itertuples())   # only dimension-level variables are used
     reqs = [t.request(meta=dict(dimension=d), max_tokens=max_tokens, temperature=0.0, seed=seed, **item_variables(ds, it, d)) for d in dims]
     out = {}
@@ -169,6 +173,7 @@ def has_official_geval(ds)->bool:
 
 def geval_official_prompts(ds, dims)->dict:
     "{dimension: G-Eval's released prompt text} (prompts/<dataset>/<dim>_detailed.txt of the `geval` file group, sha256-verified)."
+    ds = D.as_dataset(ds)
     name = ds.name if hasattr(ds, 'spec') else str(ds)
     if not has_official_geval(name): raise ValueError(f"G-Eval released no prompts for {name} (only SummEval): use prompts='judgelab'")
     D.group_files(name, 'geval'); out = {}
@@ -188,6 +193,7 @@ def geval(ds, its, dims, backend, template:str='geval',
           prompts:str='default', # 'official': G-Eval's released prompts (SummEval); 'judgelab': `template`; 'default': official where released, else judgelab
          ):
     "G-Eval judgments: probability-weighted scores over every valid rating at the score position (fallback: mean of n samples)."
+    ds = D.as_dataset(ds)
     if prompts not in ('default', 'official', 'judgelab'): raise ValueError(f"prompts must be 'default', 'official' or 'judgelab', not {prompts!r}")
     official = geval_official_prompts(ds, dims) if prompts != 'judgelab' and (prompts == 'official' or has_official_geval(ds)) else {}
     if official and auto_steps: raise ValueError("G-Eval's official prompts hold their own evaluation steps: auto_steps needs prompts='judgelab'")
@@ -229,6 +235,7 @@ def geval(ds, its, dims, backend, template:str='geval',
 # %% ../nbs/07_judges.ipynb #aecd3cc7
 def icl_examples(ds, dim, train_ids, k=5, seed=0)->list:
     "k training items whose human means spread over the scale: lowest, highest, then evenly between."
+    ds = D.as_dataset(ds)
     hm = ds.human_mean()[dim].reindex(train_ids).dropna().sort_values(kind='stable')
     if len(hm) == 0: return []
     pos = np.unique(np.round(np.linspace(0, len(hm) - 1, min(k, len(hm)))).astype(int))
@@ -237,6 +244,7 @@ def icl_examples(ds, dim, train_ids, k=5, seed=0)->list:
 
 def direct(ds, its, dims, backend, template:str='direct', icl:int=0, temperature:float=0.0, n:int=1, max_tokens:int=256, seed:int=0, progress=True):
     "Direct-prediction judgments (optionally with ICL examples from the training half)."
+    ds = D.as_dataset(ds)
     t = load_prompt(template); examples = {}
     if icl:
         tr, te = split_indices(len(ds.items), seed)
@@ -259,6 +267,7 @@ def direct_regressor(j:pd.DataFrame, dataset, seed:int=0,
                      regressor:str='LR', # one of `stats.REGRESSOR_ORDER`: the paper picks the best as for decomposition
                     )->pd.DataFrame:
     "Judgments of the test half from a one-feature regressor (judge score -> human mean) fitted on the training half."
+    dataset = D.as_dataset(dataset)
     sc = judgment_scores(j); hm = dataset.human_mean(); rows = []
     for (judge, model, dim), g in sc.groupby(['judge', 'model', 'dimension'], sort=False):
         g = g.set_index('item_id').reindex([i for i in dataset.items.item_id if i in set(g.item_id)])

@@ -27,11 +27,12 @@ def slug(s)->str:
     "`s` as part of a file name: every run of characters other than letters, digits, '.', '_' and '-' becomes one '_'."
     return re.sub(r'[^A-Za-z0-9._-]+', '_', str(s)).strip('_')
 
-def judgments_path(dataset:str, # dataset name
+def judgments_path(dataset:str, # dataset name (or a loaded Dataset)
                    method:str, # the file-name method, e.g. 'geval' or 'dimcheck_random'
                    model:str, # the model (a backend's identity), slugged
                   )->Path:
     "outputs/judgments/<dataset>/<method>__<slug(model)>.parquet (under outputs/<run id>/ inside a sweep run)."
+    dataset = get_spec(dataset).name
     return paths.judgments/dataset/f'{method}__{slug(model)}.parquet'
 
 def save_judgments(j:pd.DataFrame, # a judgments table
@@ -41,11 +42,11 @@ def save_judgments(j:pd.DataFrame, # a judgments table
                    notebook:str|None=None, # the notebook that made them (None: a library call)
                   )->Path:
     "Write judgments to `judgments_path` (inside the run's folder) and record them in the manifest: judgments are outputs too."
+    dataset = get_spec(dataset).name
     p = judgments_path(dataset, method, model); p.parent.mkdir(parents=True, exist_ok=True)
     j.to_parquet(p, index=False)
     record_manifest([p], notebook, parameters, inputs)
     return p
-
 
 # %% ../nbs/01a_judgments.ipynb #a1585b3f
 @dataclass

@@ -32,12 +32,12 @@ def check_options(method:str, # a name in `METHODS`
                   dataset:str|None=None, # the dataset's name: also checks values that depend on it (DimCheck's published `analyses`)
                  )->None:
     "Fail before any generation: `ValueError` for an unknown method or an option value it rejects, `TypeError` naming options the method does not take."
+    dataset = D.get_spec(dataset).name if dataset is not None else None
     if method not in METHODS: raise ValueError(f"Unknown method {method!r}; methods: {', '.join(METHODS)}")
     sig = inspect.signature(METHODS[method]).parameters
     bad = [k for k in (options or {}) if k not in sig or k in FIXED_ARGS]
     if bad: raise TypeError(f"Unknown option(s) {bad} for method {method!r}; options: {', '.join(k for k in sig if k not in FIXED_ARGS)}")
     if method in OPTION_CHECKS: OPTION_CHECKS[method](dict(options or {}), dataset)
-
 
 # %% ../nbs/10a_methods.ipynb #348391ff
 def _described(v):

@@ -78,6 +78,8 @@ def item_variables(dataset, # a judgelab.data.Dataset
                    item, # an items row (Series/namedtuple/dict) or an item_id
                    dimension:str)->dict:
     "Template variables for one item and one dimension."
+    if not hasattr(dataset, 'items'):      # prompts sit below the data layer: they take what `judgelab.data.load` returns
+        raise TypeError(f"item_variables needs a loaded Dataset (judgelab.data.load({dataset!r})), not {type(dataset).__name__}")
     if isinstance(item, str):
         rows = dataset.items[dataset.items.item_id == item]
         if rows.empty: raise KeyError(f"{dataset.name} has no item {item!r}")

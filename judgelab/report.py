@@ -131,6 +131,7 @@ def run_judgment_files(dataset:str, # dataset name
                        runs=None, # run ids; None: every run folder
                       )->list:
     "The judgments files runs wrote for `dataset` (outputs/<run id>/judgments/<dataset>/*.parquet)."
+    dataset = D.get_spec(dataset).name
     return run_outputs(f'judgments/{dataset}/*.parquet', runs)
 
 def collect_judgments(dataset, # a dataset name or `judgelab.data.Dataset`

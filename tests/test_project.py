@@ -146,3 +146,46 @@ def test_executed_notebooks_have_no_stderr():
         n = sum(o.get('name') == 'stderr' for c in nb['cells'] for o in c.get('outputs', []))
         if n: bad[str(f.relative_to(ROOT))] = n
     assert not bad, f'{len(bad)} executed notebooks write to stderr: {dict(list(bad.items())[:5])}'
+
+# ---- every public function taking a dataset accepts its name or a loaded Dataset (issue: users pass names) ----
+import importlib, inspect
+
+DATASET_PARAMS = ('ds', 'dataset', 'dataset_or_gt')
+# prompts sit below the data layer (pure: templates in, requests out): they take a loaded Dataset and say so
+BELOW_DATA = {'prompts.item_variables', 'prompts.render_item'}
+
+def test_every_public_function_taking_a_dataset_converts_a_name():
+    missing = []
+    for m in _lib_modules():
+        mod = importlib.import_module(f'judgelab.{m}')
+        for n in getattr(mod, '__all__', []):
+            f = getattr(mod, n)
+            if not inspect.isfunction(f) or f'{m}.{n}' in BELOW_DATA: continue
+            if not any(p in DATASET_PARAMS for p in inspect.signature(f).parameters): continue
+            if not any(k in inspect.getsource(f) for k in ('as_dataset(', 'get_spec(', 'as_judgments(', 'resolve(')): missing.append(f'{m}.{n}')
+    assert not missing, f'take a dataset but never convert a name: {missing}'
+
+def test_names_and_datasets_give_the_same_results():
+    from judgelab.data import load
+    from judgelab.judgments import load_judgments, judgments_path, as_judgments
+    from judgelab.stats import correlation_table, alt_test_inputs
+    from judgelab.corrgap import synthetic_dependence, quality_threshold, rater_slots
+    from judgelab.judges import select_items, analyze_rate_requests
+    from judgelab.checklist import checklist_path
+    from judgelab.methods import check_options
+    from judgelab.prompts import item_variables
+    import pytest
+    ds = load('topical_chat'); J = load_judgments('topical_chat', 'closerlook_analyze_rate')
+    a, b = correlation_table(J, 'topical_chat', n_boot=20), correlation_table(J, ds, n_boot=20)
+    assert a.equals(b)
+    assert alt_test_inputs('topical_chat', J, 'coherence') == alt_test_inputs(ds, J, 'coherence')
+    assert synthetic_dependence('topical_chat', dims=('coherence', 'naturalness')).equals(synthetic_dependence(ds, dims=('coherence', 'naturalness')))
+    assert quality_threshold('topical_chat', 'coherence') == quality_threshold(ds, 'coherence')
+    assert rater_slots('topical_chat', 'coherence').equals(rater_slots(ds, 'coherence'))
+    its = select_items('topical_chat', n_items=3)
+    assert its.equals(select_items(ds, n_items=3))
+    assert [r.messages for r in analyze_rate_requests('topical_chat', its, ['coherence'])] == [r.messages for r in analyze_rate_requests(ds, its, ['coherence'])]
+    assert checklist_path('topical_chat', 'coherence') == checklist_path(ds, 'coherence')
+    assert judgments_path('topical_chat', 'x', 'm') == judgments_path(ds, 'x', 'm')
+    check_options('dimcheck', {'analyses': 'closerlook_analyze_rate'}, ds)
+    with pytest.raises(TypeError, match='needs a loaded Dataset'): item_variables('topical_chat', its.item_id.iloc[0], 'coherence')
