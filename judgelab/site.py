@@ -283,7 +283,7 @@ def api_html(mod, # a judgelab module
         parts.append('</section>')
     return '\n'.join(parts)
 
-# %% ../nbs/14_site.ipynb #40c49a62
+# %% ../nbs/14_site.ipynb #cd3ac031
 SITE_CSS = r"""
 :root{--fg:#1f2328;--muted:#5b6570;--line:#d8dee4;--soft:#f6f8fa;--accent:#0a5bb5;--bar:#15314d}
 *{box-sizing:border-box}
@@ -310,6 +310,7 @@ figure.card a.thumb{display:block;height:200px;padding:8px;border-bottom:1px sol
 figure.card a.thumb img{width:100%;height:100%;object-fit:contain;display:block}
 figure.card figcaption{padding:.55rem .75rem .7rem;font-size:.86rem;line-height:1.4}
 figure.card figcaption p{margin:.2rem 0}
+figure.card figcaption code{overflow-wrap:anywhere}
 figure.card .tag{font-weight:600;font-size:.78rem;letter-spacing:.01em}
 figure.card .meta{margin-top:.25rem}
 .run{border-top:1px solid var(--line);margin-top:2.2rem;padding-top:.4rem}
@@ -459,20 +460,19 @@ def evidence_html(arts:list, # `site_artifacts`
                   'the embedded model beside the published judges: read its rows as a pipeline check too.')
     return s + '</p>'
 
-# %% ../nbs/14_site.ipynb #4671d518
+# %% ../nbs/14_site.ipynb #275865a3
 def _slug(s:str)->str: return re.sub(r'[^A-Za-z0-9_-]+', '-', s).strip('-')
 
-def _prov(a:dict, page_of:dict, short:bool=False)->str:
-    "One artifact's provenance: the run, its executed notebook, the commit, when, and its inputs (a link to the run's list)."
+def _prov(a:dict, page_of:dict, where:str='index')->str:
+    "One artifact's provenance: its run, executed notebook (at the saving cell), template, commit, when, and its inputs (a link to the run's list); in a run's section (`where='run'`) or a card (`'card'`) without what the run's header says."
     r = a['row']; commit = (r.get('commit') or '')[:10] + ('+dirty' if r.get('dirty') else '')
-    nb = page_of.get(a['run'])
-    n_in = len(r.get('inputs') or {})
-    bits = [] if short else [f'run <a href="#run-{_slug(a["run"])}"><code>{esc(a["run"])}</code></a>']
-    if nb: bits.append(f'<a href="{esc(nb)}{"#" + esc(a["cell"]) if a.get("cell") else ""}">{"notebook" if short else "executed notebook"}</a>')
-    if r.get('notebook') and not short: bits.append(f'template <code>{esc(_scrub(r["notebook"]))}</code>')
+    nb, n_in, full = page_of.get(a['run']), len(r.get('inputs') or {}), where == 'index'
+    bits = [f'run <a href="#run-{_slug(a["run"])}"><code>{esc(a["run"])}</code></a>'] if full else []
+    if nb: bits.append(f'<a href="{esc(nb)}{"#" + esc(a["cell"]) if a.get("cell") else ""}">{"notebook" if where == "card" else "executed notebook"}</a>')
+    if r.get('notebook') and full: bits.append(f'template <code>{esc(r["notebook"])}</code>')
     if commit: bits.append(f'commit <code>{esc(commit)}</code>')
-    if r.get('created') and not short: bits.append(f'written {esc(r["created"])}')
-    bits.append(f'<a href="#{esc(a["inputs_anchor"])}">{n_in} input{"s" if n_in != 1 else ""}{"" if short else " (sha256)"}</a>')
+    if r.get('created') and where != 'card': bits.append(f'written {esc(r["created"])}')
+    bits.append(f'<a href="#{esc(a["inputs_anchor"])}">{n_in} input{"s" if n_in != 1 else ""}{"" if where == "card" else " (sha256)"}</a>')
     return '<div class="meta prov">' + ' · '.join(bits) + '</div>'
 
 def _files(a:dict, site_of)->str:
@@ -484,7 +484,7 @@ def _card(a:dict, site_of, page_of:dict)->str:
             f'<img src="{esc(a["thumb"])}" alt="{esc(a["name"])}"></a><figcaption>'
             f'<div class="tag"><a href="#run-{_slug(a["run"])}">{esc(a["run"].split("/", 1)[-1])}</a></div>{markdown_html(a["caption"])}'
             f'<div class="meta"><code>{esc(a["name"])}</code> · {_files(a, site_of)}</div>'
-            f'{_prov(a, page_of, short=True)}</figcaption></figure>')
+            f'{_prov(a, page_of, "card")}</figcaption></figure>')
 
 # %% ../nbs/14_site.ipynb #ecb8e714
 def _thumb(src:Path, dst:Path, width:int=640):
@@ -569,7 +569,7 @@ def _commits(arts:list)->list:
 def _art_id(a:dict)->str:
     return ('fig-' if a['kind'] == 'figure' else 'art-') + _slug(a['run'] + '-' + a['name'])
 
-# %% ../nbs/14_site.ipynb #ba055101
+# %% ../nbs/14_site.ipynb #19ddf02f
 def _findings_html(c, max_rows:int)->str:
     order = {r['id']: i for i, r in enumerate(c.runs)}
     def synthesis_first(a):
@@ -609,7 +609,7 @@ def _run_html(c, r:dict, max_rows:int)->str:
         b.append(f'<div class="artifact" id="{_art_id(a)}"><h4>{esc(a["caption"] or a["name"])}</h4>'
                  f'<div class="meta"><code>{esc(a["name"])}</code> · {_files(a, c.site_of)}</div>'
                  f'{table_html(a["files"][".md"].read_text() if ".md" in a["files"] else "", max_rows, full_href=c.site_of(a["files"][".csv"]))}'
-                 f'{_prov(a, c.page_of)}</div>')
+                 f'{_prov(a, c.page_of, "run")}</div>')
     if other := [a for a in ra if a['kind'] in ('judgments', 'other')]:
         b.append(f'<details><summary>{len(other)} judgments and checklist files (in <code>outputs/{esc(r["id"])}/</code>, not copied here)</summary><ul>'
                  + ''.join(f'<li><code>{esc(f.resolve().relative_to(c.outputs).as_posix())}</code></li>' for a in other for _, f in sorted(a['files'].items())) + '</ul></details>')

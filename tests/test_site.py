@@ -176,6 +176,25 @@ def test_pages_load_without_console_errors(built, browser, page):
     # navigation back to the index from every page
     assert browser.execute_script("return [...document.querySelectorAll('header.topbar a.brand')].length") == 1
 
+def test_pages_load_from_a_plain_static_server(built, browser):
+    # the same pages over http (python -m http.server), as a reader serving _site/ would see them
+    import functools, http.server, threading
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(built))
+    handler.log_message = lambda *a, **k: None
+    srv = http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        for page in ('index.html', AUDIT_PAGE, LIB_PAGE):
+            browser.get(f'http://127.0.0.1:{srv.server_address[1]}/{page}')
+            t = time.monotonic()
+            while browser.execute_script("return document.readyState !== 'complete' || [...document.images].some(i => !i.complete)"):
+                assert time.monotonic() - t < 60; time.sleep(0.1)
+            assert not [l for l in browser.get_log('browser') if l['level'] == 'SEVERE'], page
+            assert browser.execute_script("return [...document.images].every(i => i.naturalWidth > 0)"), page
+            assert browser.execute_script("return [...document.styleSheets].length") >= 2, page   # site.css and pygments.css
+    finally:
+        srv.shutdown(); srv.server_close()
+
 def test_figure_thumbnails_render(built, browser):
     _open(browser, built/'index.html')
     rects = browser.execute_script("""
