@@ -8,13 +8,14 @@ RUNS := papermill_runs
 # portable CPU build of llama.cpp (AVX2/FMA/F16C), as verified on these machines
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 
-.PHONY: help venv data reproduce overview synthetic audit agreement judges paper test check-sync nbtest pytest export readme lab bench clean-venv
+.PHONY: help venv data reproduce overview synthetic audit agreement judges paper test check-sync nbtest pytest export readme lab site bench clean-venv
 
 help:
 	@echo "make reproduce  - set up .venv, fetch + verify data, run the main job (judgelab sweep configs/embedded.yaml) into outputs/"
 	@echo "make test       - set up .venv, check notebooks are clean and in sync, nbdev_test, pytest"
 	@echo "make export     - nbdev_clean + nbdev_export + README.md (after editing notebooks)"
 	@echo "make lab        - JupyterLab on 127.0.0.1, opened on nbs/tutorials/start_here.ipynb (LAB_PORT=8888)"
+	@echo "make site       - the compendium as static HTML in _site/ (findings, figures, tables, executed notebooks, library docs; reads offline)"
 	@echo "make bench      - benchmarks (ratios measured side by side)"
 
 venv: $(STAMP)
@@ -81,6 +82,10 @@ ALLOW_ROOT = $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 lab: venv
 	$(BIN)/jupyter lab --ip 127.0.0.1 --port $(LAB_PORT) --no-browser $(ALLOW_ROOT) --ServerApp.root_dir=$(CURDIR) \
 	  --LabApp.default_url=/lab/tree/$(START_HERE) $(LAB_ARGS)
+
+# The browsable compendium: static HTML from outputs/ and papermill_runs/ (no network, relative links): open _site/index.html
+site: venv
+	$(BIN)/python -m judgelab.site --out _site
 
 bench: venv data
 	$(BIN)/python bench/bench_main_job.py
