@@ -55,8 +55,11 @@ def test_one_command_audit_finds_the_built_in_dependence(sandbox):
     rows = [json.loads(l) for l in (run/'manifest.jsonl').read_text().splitlines()]
     assert any(r['notebook'] == 'judgelab judgments import' for r in rows)
     assert any('audit_summeval_my_judge__org_leaky-7b_verdicts.csv' in ' '.join(r['artifacts']) for r in rows)
-    # the same scores again: the audit is redone; other scores under the same names need --replace
-    assert _cli(env, f, '--dataset', 'summeval', '--model', 'org/leaky-7b', *FAST).returncode == 0
+    # the same scores again: the audit is redone (here with no resampling, to keep the test short); other scores under the
+    # same names need --replace, refused before anything runs
+    CHEAP = ['--n-perm', '0', '--n-boot-excess', '0', '--n-boot', '0', '--n-perm-quality', '0', '--quiet']
+    again = _cli(env, f, '--dataset', 'summeval', '--model', 'org/leaky-7b', *CHEAP)
+    assert again.returncode == 0 and 'coherence' in again.stdout, again.stderr[-3000:]
     _judge(0.0, seed=1).to_csv(f, index=False)
     r2 = _cli(env, f, '--dataset', 'summeval', '--model', 'org/leaky-7b', *FAST)
     assert r2.returncode == 2 and 'pass --replace' in r2.stderr, r2.stderr
