@@ -158,6 +158,7 @@ def parser()->argparse.ArgumentParser:
     "The `judgelab` command-line parser."
     p = argparse.ArgumentParser(prog='judgelab', description='judgelab: multi-dimensional LLM-as-a-judge meta-evaluation. '
                                 'Datasets, published judgments and sweeps from the command line.')
+    p.add_argument('--version', action='version', version=f"judgelab {sys.modules['judgelab'].__version__}")  # settings.ini's version (nbdev_export)
     sub = p.add_subparsers(dest='cmd', metavar='COMMAND', required=True)
     d = sub.add_parser('data', help='list, fetch, verify and describe datasets').add_subparsers(dest='sub', metavar='ACTION', required=True)
     x = d.add_parser('list', help='the registered datasets and whether their raw files are here'); x.set_defaults(fn=_data_list)
