@@ -8,7 +8,7 @@ RUNS := papermill_runs
 # portable CPU build of llama.cpp (AVX2/FMA/F16C), as verified on these machines
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 
-.PHONY: help venv data reproduce overview synthetic audit agreement judges paper test check-sync nbtest pytest export readme lab site bench clean-venv
+.PHONY: help venv data reproduce overview synthetic audit agreement judges paper test check-sync nbtest pytest export readme lab site bench clean-venv dist tools citation
 
 help:
 	@echo "make reproduce  - set up .venv, fetch + verify data, run the main job (judgelab sweep configs/embedded.yaml) into outputs/"
@@ -17,6 +17,8 @@ help:
 	@echo "make lab        - JupyterLab on 127.0.0.1, opened on nbs/tutorials/start_here.ipynb (LAB_PORT=8888)"
 	@echo "make site       - the compendium as static HTML in _site/ (findings, figures, tables, executed notebooks, library docs; reads offline)"
 	@echo "make bench      - benchmarks (ratios measured side by side)"
+	@echo "make dist       - the release files in dist/: an sdist and the wheel built from it (python -m build; RELEASING.md)"
+	@echo "make citation   - validate CITATION.cff with cffconvert (its own venv: .venv/tools/cffconvert/)"
 
 venv: $(STAMP)
 $(STAMP): settings.ini setup.py
@@ -66,7 +68,7 @@ check-sync: venv
 nbtest: venv data
 	JUDGELAB_OUTPUTS=$(CURDIR)/outputs/tmp/nbtest JUDGELAB_LLAMA_THREADS=1 $(BIN)/nbdev_test --n_workers 2
 
-pytest: venv data
+pytest: venv data tools
 	$(BIN)/python -m pytest -q tests
 
 test: check-sync nbtest pytest
@@ -92,6 +94,23 @@ bench: venv data
 	$(BIN)/python bench/bench_stats.py
 	$(BIN)/python bench/bench_backends.py
 	$(BIN)/python bench/bench_dimcheck.py
+
+# The release files: the sdist, then the wheel built from it (what PyPI users and `pip install dist/*.whl` get)
+dist: venv
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist
+
+# cffconvert pins jsonschema 3, which Jupyter's jsonschema 4 excludes: it gets its own small venv (tests/test_release.py uses it)
+TOOLS := $(VENV)/tools
+CFFCONVERT := $(TOOLS)/cffconvert/bin/cffconvert
+tools: $(CFFCONVERT)
+$(CFFCONVERT):
+	@test -x $(TOOLS)/cffconvert/bin/python || $(PYTHON) -m venv $(TOOLS)/cffconvert
+	$(TOOLS)/cffconvert/bin/python -m pip install -q "$$(sed -n 's/^cffconvert *= *//p' settings.ini)"
+	@test -x $@
+
+citation: tools
+	$(CFFCONVERT) --validate -i CITATION.cff
 
 clean-venv:
 	rm -rf $(VENV)

@@ -1,7 +1,9 @@
 # nbdev's template setup.py; all settings are in settings.ini: edit there, not here.
 from packaging.version import parse as parse_version
 from configparser import ConfigParser
+from pathlib import Path
 import setuptools, shlex
+from setuptools.command.build_py import build_py
 assert parse_version(setuptools.__version__)>=parse_version('36.2')
 
 config = ConfigParser(delimiters=['='])
@@ -30,6 +32,21 @@ min_python = cfg['min_python']
 lic = licenses.get(cfg['license'].lower(), (cfg['license'], None))
 dev_requirements = (cfg.get('dev_requirements') or '').split()
 
+# The files judgelab reads at run time (settings.ini `resources`) stay where they are in the repository; the build copies
+# them into the package as judgelab/resources/<the same path>, in the build folder only (never into the source tree).
+# judgelab.core.Paths.resource reads the checkout's files in a checkout and this copy in an installed judgelab.
+resources = cfg.get('resources', '').split()
+class build_py_with_resources(build_py):
+    def run(self):
+        super().run()
+        if getattr(self, 'editable_mode', False): return  # an editable install is a checkout: it reads the repository's files
+        dest = Path(self.build_lib)/cfg['lib_path']/'resources'
+        for folder in resources:
+            if not Path(folder).is_dir(): raise FileNotFoundError(f"settings.ini resources: no folder {folder} (is it in MANIFEST.in?)")
+            for f in sorted(Path(folder).rglob('*')):
+                if f.is_file() and not {'__pycache__', '.ipynb_checkpoints'} & set(f.parts):
+                    self.mkpath(str((dest/f).parent)); self.copy_file(str(f), str(dest/f), preserve_mode=False)
+
 setuptools.setup(
     name = cfg['lib_name'],
     license = lic[0],
@@ -48,6 +65,7 @@ setuptools.setup(
     long_description = open('README.md', encoding='utf-8').read(),
     long_description_content_type = 'text/markdown',
     zip_safe = False,
+    cmdclass = {'build_py': build_py_with_resources},
     entry_points = {
         'console_scripts': cfg.get('console_scripts','').split(),
         'nbdev': [f'{cfg.get("lib_path")}={cfg.get("lib_path")}._modidx:d']

@@ -50,7 +50,7 @@ def checklist_path(dataset:str, dimension:str, stage:str|None=None)->Path:
     dataset = D.get_spec(dataset).name
     stage = stage or default_stage(dataset)
     if stage not in STAGES + OFFICIAL: raise ChecklistError(f"stage must be one of {STAGES + OFFICIAL}, not {stage!r}")
-    if stage == 'seed': return paths.data/'checklists'/dataset/f'{dimension}.yaml'
+    if stage == 'seed': return paths.resource('data/checklists')/dataset/f'{dimension}.yaml'
     if stage in OFFICIAL: return D.raw_dir(dataset)/'methods/checkeval/prompt'/f'{dataset}_questions'/f"{dimension}_{stage.removeprefix('official_')}.yaml"
     return paths.run_dir/'checklists'/dataset/f'{dimension}.{stage}.yaml'
 
@@ -77,7 +77,8 @@ def load_checklist(dataset:str, dimension:str,
     p = checklist_path(ds.name, dim, stage)
     if stage in OFFICIAL: return _official(ds, dim, stage, p)
     if not p.exists():
-        have = sorted(x.stem for x in (paths.data/'checklists'/ds.name).glob('*.yaml')) if (paths.data/'checklists'/ds.name).exists() else []
+        seeds = paths.resource('data/checklists')/ds.name
+        have = sorted(x.stem for x in seeds.glob('*.yaml')) if seeds.exists() else []
         raise ChecklistError(f"No checklist for {ds.name}/{dim} ({p}); written so far for {ds.name}: {have or 'none'}")
     d = yaml.safe_load(p.read_text())
     subs = d.get('sub_dimensions') or {}

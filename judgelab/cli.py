@@ -236,6 +236,7 @@ def parser()->argparse.ArgumentParser:
     "The `judgelab` command-line parser."
     p = argparse.ArgumentParser(prog='judgelab', description='judgelab: multi-dimensional LLM-as-a-judge meta-evaluation. '
                                 'Datasets, published judgments and sweeps from the command line.')
+    p.add_argument('--version', action='version', version=f"judgelab {sys.modules['judgelab'].__version__}")  # settings.ini's version (nbdev_export)
     sub = p.add_subparsers(dest='cmd', metavar='COMMAND', required=True)
     x = sub.add_parser('audit', help="audit a judge's scores: correlations, CorrGap against the human baseline, quality groups, alt-test, a verdict per target",
                        description="Validate and import SCORES (CSV or JSONL with item_id, dimension, score[, rationale, sample, failure]), run the audit "

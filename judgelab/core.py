@@ -8,9 +8,12 @@ import os, json, hashlib, subprocess, datetime, platform, fcntl, contextlib
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['paths', 'find_root', 'Paths', 'sha256_file', 'git_info', 'file_lock', 'record_manifest']
+__all__ = ['RESOURCES', 'paths', 'find_root', 'Paths', 'resource_name', 'sha256_file', 'git_info', 'file_lock', 'record_manifest']
 
 # %% ../nbs/00_core.ipynb #42256207
+_PKG = Path(globals()['__file__']).resolve().parent if '__file__' in globals() else None  # the judgelab package (None in a notebook)
+RESOURCES = _PKG/'resources' if _PKG and (_PKG/'resources').is_dir() else None  # an installed judgelab's run-time files (setup.py)
+
 def _is_root(p:Path)->bool:
     s = p/'settings.ini'
     return s.is_file() and 'lib_name = judgelab' in s.read_text(encoding='utf-8', errors='ignore')
@@ -19,7 +22,7 @@ def find_root(start:str|Path|None=None, # where to start looking (default: the w
              )->Path: # the judgelab project root
     "The judgelab project root: `$JUDGELAB_ROOT`, else the nearest folder upwards holding judgelab's settings.ini."
     if os.environ.get('JUDGELAB_ROOT'): return Path(os.environ['JUDGELAB_ROOT']).resolve()
-    for base in ([Path(start)] if start else [Path.cwd()] + ([Path(globals()['__file__']).resolve().parent] if '__file__' in globals() else [])):
+    for base in ([Path(start)] if start else [Path.cwd()] + ([_PKG] if _PKG else [])):
         for p in [base.resolve(), *base.resolve().parents]:
             if _is_root(p): return p
     return Path.cwd().resolve()
@@ -61,9 +64,27 @@ class Paths:
     def runs(self): return Path(os.environ.get('JUDGELAB_RUNS', self.root/'papermill_runs'))
     @property
     def nbs(self): return self.root/'nbs'
+    @property
+    def checkout(self)->bool:
+        "Whether the root is a judgelab checkout (it holds judgelab's settings.ini), not the working directory of an installed judgelab."
+        return _is_root(self.root)
+    def resource(self, rel:str)->Path:
+        "A file or folder judgelab reads at run time, by its path in the repository: the checkout's, else the installed copy."
+        if self.checkout: return self.root/rel
+        if RESOURCES is None:
+            raise FileNotFoundError(f"{rel}: {self.root} is not a judgelab checkout and this judgelab ({_PKG}) has no installed run-time files: "
+                                    "run it from a checkout (or set JUDGELAB_ROOT to one), or install judgelab from its wheel")
+        return RESOURCES/rel
     def __repr__(self): return f"Paths(root='{self.root}')"
 
 paths = Paths()
+
+# %% ../nbs/00_core.ipynb #42929e8e
+def resource_name(p)->str|None:
+    "The path in the repository of an installed run-time file (`.../judgelab/resources/data/prompts/x.yaml` -> 'data/prompts/x.yaml'), else None."
+    if RESOURCES is None: return None
+    try: return str(Path(p).resolve().relative_to(RESOURCES))
+    except ValueError: return None
 
 # %% ../nbs/00_core.ipynb #b255fb86
 def sha256_file(path:str|Path, # file to hash
@@ -99,7 +120,7 @@ def file_lock(path:str|Path):
 # %% ../nbs/00_core.ipynb #5d3f2029
 def _rel(p, root):
     p = Path(p).resolve()
-    try: return str(p.relative_to(root))
+    try: return resource_name(p) or str(p.relative_to(root))
     except ValueError: return str(p)
 
 def record_manifest(artifacts:list, # paths of the files just written

@@ -191,7 +191,7 @@ def load_registry(folder:str|Path, # a folder of <name>.yaml files (judgelab's o
     entries.sort(key=lambda e: (e[1] is None, e[1] or 0, e[0].name))
     return {spec.name: spec for spec, _ in entries}
 
-DATASETS = load_registry(paths.data/'datasets')
+DATASETS = load_registry(paths.resource('data/datasets'))
 
 # %% ../nbs/01_data.ipynb #e7557d36
 class UnknownDatasetError(KeyError):

@@ -78,7 +78,7 @@ def parse_criteria(text:str)->list:
     return out
 
 def generic_criteria()->list:
-    d = yaml.safe_load((paths.data/'decompositions'/'generic_criteria.yaml').read_text())
+    d = yaml.safe_load(paths.resource('data/decompositions/generic_criteria.yaml').read_text())
     return [f'{k}: {v}' for k, v in d['criteria'].items()]
 
 def generated_generic_criteria(ds, backend, k:int=10, seed:int=0, progress=True)->tuple:

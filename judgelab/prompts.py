@@ -47,7 +47,7 @@ class PromptTemplate:
         return Request(self.render(**kw), meta=dict(meta or {}, prompt=self.id), **sampling)
     def __repr__(self): return f"PromptTemplate('{self.id}')"
 
-def prompts_dir()->Path: return paths.data/'prompts'
+def prompts_dir()->Path: return paths.resource('data/prompts')
 
 def load_prompt(name_or_path:str|Path)->PromptTemplate:
     "A template by name (from `data/prompts/`) or by path."

@@ -8,7 +8,7 @@ import os, sys, re, ast, json, glob, time, hashlib, itertools, subprocess, tempf
 from dataclasses import dataclass, field
 from pathlib import Path
 import yaml
-from .core import paths, sha256_file
+from .core import paths, sha256_file, resource_name
 from . import data as D
 from .judgments import slug as judgment_slug
 from .backends import EMBEDDED_NAME
@@ -66,10 +66,16 @@ def load_yaml_lines(path:str|Path)->tuple:
 
 # %% ../nbs/12_sweep.ipynb #420ca91c
 def _show(p)->str:
-    "A path relative to the repository root when it is inside it."
+    "A path relative to the repository root when it is inside it (an installed judgelab's own files: their path in the repository)."
     p = Path(p)
     try: return str(p.resolve().relative_to(paths.root))
-    except ValueError: return str(p)
+    except ValueError: return resource_name(p) or str(p)
+
+def _own(p:Path, rel:str)->Path:
+    "`p`; when judgelab runs installed, without a checkout, and `p` is missing: the installed copy of `rel` (sweep files, templates, the SLURM profile)."
+    if p.exists() or paths.checkout or Path(rel).is_absolute(): return p
+    q = paths.resource(rel)
+    return q if q.exists() else p
 
 def workdir()->Path:
     "Snakemake's working directory: the repository root, or the folder holding the runs and outputs when they are elsewhere (tests)."
@@ -251,7 +257,7 @@ def load_sweep(path:str|Path, # the sweep file
               )->Sweep:
     "Read, expand and validate a sweep file; `ConfigError` names the file and line of the first problem."
     import papermill as pm
-    path = Path(path); cfg, lines = load_yaml_lines(path)
+    path = _own(Path(path), str(path)); cfg, lines = load_yaml_lines(path)
     overrides, match = overrides or {}, match or {}
     shown = _show(path)
     def line(at): # the nearest recorded line for a path tuple
@@ -275,7 +281,7 @@ def load_sweep(path:str|Path, # the sweep file
         for k in e:
             if k not in _EXP: err(at + (k,), f"unknown key {k!r} in experiment {ename!r}; allowed: {', '.join(sorted(_EXP))}")
         if 'template' not in e: err(at, f"experiment {ename!r} has no 'template'")
-        tpl = paths.root/e['template']
+        tpl = _own(paths.root/e['template'], e['template'])
         if not tpl.is_file(): err(at + ('template',), f"template {e['template']!r} not found (relative to {paths.root})")
         try: declared = pm.inspect_notebook(str(tpl))
         except (ValueError, OSError) as ex: err(at + ('template',), f"template {e['template']!r} cannot be read: {ex}")
@@ -356,7 +362,7 @@ def load_sweep(path:str|Path, # the sweep file
     for k in defaults:
         if k not in used_defaults: err(('defaults', k), f"default {k!r} is not a parameter of any template in this sweep")
     for k in list(overrides) + list(match):
-        if not any(k in pm.inspect_notebook(str(paths.root/e['template'])) for e in exps.values()):
+        if not any(k in pm.inspect_notebook(str(_own(paths.root/e['template'], e['template']))) for e in exps.values()):
             raise ConfigError(f"{shown}: --set/--match {k!r} is not a parameter of any template in this sweep")
     return Sweep(path, sweep_name, runs, str(cfg.get('kernel') or 'judgelab'), str(cfg.get('description') or ''), overrides, match)
 
@@ -427,7 +433,7 @@ def rule_spec(r:Run, sweep:Sweep)->dict:
     for key in ('dataset', 'datasets'):
         v = r.effective.get(key)
         for n in ([v] if isinstance(v, str) else v if isinstance(v, list) else []):
-            f = paths.data/'datasets'/f'{n}.yaml'
+            f = paths.resource(f'data/datasets/{n}.yaml')
             if f.exists(): files.append(f)
     for pat in r.inputs:
         files += sorted(Path(f) for f in glob.glob(str(_resolve(pat)), recursive=True) if Path(f).is_file())
@@ -505,10 +511,12 @@ def execute_run(r:Run, kernel:str='judgelab', timeout:float|None=None,
     with tempfile.NamedTemporaryFile('w', suffix='.yaml', delete=False) as f:
         yaml.safe_dump(r.parameters, f); pfile = f.name
     # paths relative to the repository root where possible: executed notebooks are committed and read elsewhere
-    cmd = [sys.executable, '-m', 'papermill', _show(r.template), _show(r.notebook), '-f', pfile, '-k', _kernel(kernel),
-           '--cwd', _show(r.template.parent), '--log-level', 'WARNING', '--no-progress-bar']
+    tpl = str(r.template) if resource_name(r.template) else _show(r.template)  # an installed template: its own path
+    cmd = [sys.executable, '-m', 'papermill', tpl, _show(r.notebook), '-f', pfile, '-k', _kernel(kernel),
+           '--cwd', str(Path(tpl).parent), '--log-level', 'WARNING', '--no-progress-bar']
     if timeout: cmd += ['--execution-timeout', str(int(timeout))]
-    env = {**os.environ, 'JUDGELAB_RUN': _show(r.notebook), 'JUDGELAB_RUN_ID': r.id, 'PYTHONUNBUFFERED': '1',
+    env = {**os.environ, 'JUDGELAB_ROOT': str(paths.root),  # the kernel starts in the template's folder, outside an installed judgelab's root
+           'JUDGELAB_RUN': _show(r.notebook), 'JUDGELAB_RUN_ID': r.id, 'PYTHONUNBUFFERED': '1',
            **(thread_env(threads) if threads else {})}
     t0 = time.perf_counter(); started = time.time()
     try:
@@ -568,7 +576,7 @@ def snakemake_command(sweep:Sweep, # a loaded sweep
            '--configfile', str(d/f'{sweep.name}.config.yaml'), '--rerun-incomplete', '--keep-going',
            '--max-checksum-file-size', str(2**31)] + (['--resources', *[f'{k}={v}' for k, v in res.items()]] if res else [])
     cmd += ['--executor', executor, '--jobs', str(jobs)] if executor else ['--cores', str(os.cpu_count() or 1)]
-    if profile: cmd += ['--profile', str(profile)]
+    if profile: cmd += ['--profile', str(_own(Path(profile), str(profile)))]
     if summary: cmd += ['--summary']
     elif dry_run: cmd += ['--dry-run', '--quiet', 'progress', 'host']
     elif not progress: cmd += ['--quiet', 'all']
