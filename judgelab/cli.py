@@ -10,7 +10,7 @@ import pandas as pd, yaml
 from tqdm import tqdm
 from . import data as D
 from . import judgments as JM
-from .core import paths
+from .core import paths, resource_name
 from . import sweep as S
 
 # %% auto #0
@@ -164,14 +164,15 @@ def _audit(a):
         j, stored = JM.store_import(path, ds, judge, model, replace=True)
     print(f"{judge} ({model}) on {ds.name}: {len(j)} judgments of {j.item_id.nunique()} items x {j.dimension.nunique()} dimensions, "
           f"{int((~j.parse_ok).sum())} failures -> {S._show(stored)}")
-    template = paths.root/AUDIT_TEMPLATE
+    template = paths.resource(AUDIT_TEMPLATE)           # the checkout's template, or the installed copy
+    tpl = str(template) if resource_name(template) else S._show(template)
     params = dict(dataset=ds.name, judgments_path=S._show(stored), n_perm=a.n_perm, n_boot_excess=a.n_boot_excess, n_boot=a.n_boot,
                   n_perm_quality=a.n_perm_quality, alpha=a.alpha)
     nb_out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile('w', suffix='.yaml', delete=False) as f: yaml.safe_dump(params, f); pfile = f.name
-    cmd = [sys.executable, '-m', 'papermill', S._show(template), S._show(nb_out), '-f', pfile, '-k', S._kernel('judgelab'),
-           '--cwd', S._show(template.parent), '--log-level', 'WARNING']
-    env = {**os.environ, 'JUDGELAB_RUN': S._show(nb_out), 'JUDGELAB_RUN_ID': rid, 'PYTHONUNBUFFERED': '1', **S.thread_env(os.cpu_count() or 1)}
+    cmd = [sys.executable, '-m', 'papermill', tpl, S._show(nb_out), '-f', pfile, '-k', S._kernel('judgelab'),
+           '--cwd', str(Path(tpl).parent), '--log-level', 'WARNING']
+    env = {**os.environ, 'JUDGELAB_ROOT': str(paths.root), 'JUDGELAB_RUN': S._show(nb_out), 'JUDGELAB_RUN_ID': rid, 'PYTHONUNBUFFERED': '1', **S.thread_env(os.cpu_count() or 1)}
     try: rc = run_with_progress(cmd, env, log, f'audit {ds.name}', progress=not a.quiet)
     finally: os.unlink(pfile)
     if rc != 0:
