@@ -25,6 +25,10 @@ def test_data_overview(tmp_path, tmp_outputs):
         assert any(k.startswith('topical_chat/') for k in r['inputs'])
     md = (tmp_outputs/'tables'/'datasets.md').read_text()
     assert 'not available' in md and '360' in md
+    figs = [r for r in rows if r['artifacts'][0].endswith('.pdf')]
+    assert len(figs) == 2 and all(len(r['caption']) > 80 for r in figs)             # every figure has a caption that says how to read it
+    tex = (tmp_outputs/'tables'/'dimension_correlations.tex').read_text()
+    assert '\\toprule' in tex and 'Topical-Chat & Understandable & Natural &' in tex     # booktabs; datasets and dimensions by display name
 
 def test_bad_parameter_fails_before_work(tmp_path, tmp_outputs):
     with pytest.raises(pm.PapermillExecutionError, match="Unknown dataset 'summevl'"):
