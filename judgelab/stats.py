@@ -9,11 +9,6 @@ from dataclasses import dataclass, field
 import numpy as np, pandas as pd
 from scipy import stats as ss
 import krippendorff as _kd
-from sklearn.model_selection import train_test_split, GroupShuffleSplit
-from sklearn.linear_model import LinearRegression
-from sklearn.tree import DecisionTreeRegressor
-from sklearn.ensemble import RandomForestRegressor
-from sklearn.neural_network import MLPRegressor
 from .judgments import judgment_scores
 
 # %% auto #0
@@ -35,6 +30,7 @@ def round_to_scale(x, # value(s) to round
 # %% ../nbs/05_stats.ipynb #41704278
 def split_indices(n:int, seed:int=0, groups=None)->tuple:
     "Train and test indices: a 50/50 `train_test_split`, or a document-grouped split when `groups` is given."
+    from sklearn.model_selection import train_test_split, GroupShuffleSplit   # sklearn on first use: most runs never split
     idx = np.arange(n)
     if groups is None:
         train, test = train_test_split(idx, test_size=0.5, random_state=seed)
@@ -47,6 +43,8 @@ REGRESSOR_ORDER = ('LR', 'DT', 'RF', 'MLP')
 
 def make_regressor(name:str, seed:int=0):
     "A fresh sklearn regressor with the defaults of SPEC §5 (the decomposition aggregators and direct prediction's regressors)."
+    from sklearn.linear_model import LinearRegression; from sklearn.tree import DecisionTreeRegressor
+    from sklearn.ensemble import RandomForestRegressor; from sklearn.neural_network import MLPRegressor
     if name == 'LR': return LinearRegression()
     if name == 'DT': return DecisionTreeRegressor(random_state=seed)
     if name == 'RF': return RandomForestRegressor(n_estimators=100, random_state=seed)
