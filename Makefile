@@ -8,7 +8,7 @@ RUNS := papermill_runs
 # portable CPU build of llama.cpp (AVX2/FMA/F16C), as verified on these machines
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 
-.PHONY: help venv data reproduce overview synthetic audit agreement judges paper test check-sync nbtest pytest export readme lab site bench clean-venv dist tools citation
+.PHONY: help venv data reproduce overview synthetic audit agreement judges paper test check-sync nbtest pytest export readme lab site bench bench-all clean-venv dist tools citation
 
 help:
 	@echo "make reproduce  - set up .venv, fetch + verify data, run the main job (judgelab sweep configs/embedded.yaml) into outputs/"
@@ -16,7 +16,8 @@ help:
 	@echo "make export     - nbdev_clean + nbdev_export + README.md (after editing notebooks)"
 	@echo "make lab        - JupyterLab on 127.0.0.1, opened on nbs/tutorials/start_here.ipynb (LAB_PORT=8888)"
 	@echo "make site       - the compendium as static HTML in _site/ (findings, figures, tables, executed notebooks, library docs; reads offline)"
-	@echo "make bench      - benchmarks (ratios measured side by side)"
+	@echo "make bench      - issue 16 benchmarks: statistics vs the former code, tok/s vs raw llama.cpp (ratios measured side by side)"
+	@echo "make bench-all  - every benchmark section"
 	@echo "make dist       - the release files in dist/: an sdist and the wheel built from it (python -m build; RELEASING.md)"
 	@echo "make citation   - validate CITATION.cff with cffconvert (its own venv: .venv/tools/cffconvert/)"
 
@@ -89,10 +90,20 @@ lab: venv
 site: venv
 	$(BIN)/python -m judgelab.site --out _site
 
+# `make bench`: the main job's breakdown from the executed notebooks, then issue 16's measurements side by side (each
+# against the former code or raw llama.cpp in the same process, on the same inputs): (a) HANNA's correlation table,
+# (b) HANNA's CorrGap audit (one target; `bench/bench_stats.py --only audit --targets all` for the whole audit),
+# (c) prompt and generation tok/s through judgelab as a fraction of raw llama.cpp, alone and with a statistics process
+# beside it. `make bench-all` adds the other sections (permutation engine, human baseline loop, masks, one Kendall
+# bootstrap, DimCheck).
+BENCH_BACKENDS ?= --dataset summeval --methods analyze_rate,geval --items 2 --dims coherence
 bench: venv data
 	$(BIN)/python bench/bench_main_job.py
-	$(BIN)/python bench/bench_stats.py
-	$(BIN)/python bench/bench_backends.py
+	$(BIN)/python bench/bench_stats.py --only table audit
+	$(BIN)/python bench/bench_backends.py $(BENCH_BACKENDS)
+
+bench-all: bench
+	$(BIN)/python bench/bench_stats.py --only corrgap baseline masks kendall
 	$(BIN)/python bench/bench_dimcheck.py
 
 # The release files: the sdist, then the wheel built from it (what PyPI users and `pip install dist/*.whl` get)

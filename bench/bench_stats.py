@@ -1,18 +1,27 @@
-"""Benchmark: judgelab's vectorised CorrGap permutation test vs a per-permutation scipy loop, and the full
-SummEval audit; the human baseline's vectorised cluster bootstrap (excess CorrGap) vs a per-resample loop, and the
-full SummEval audit with the baseline beside the raw one; judgelab's vectorised Kendall tau-b cluster bootstrap vs a
-per-resample scipy loop on HANNA.
-Run with `.venv/bin/python bench/bench_stats.py` (or `make bench`; `--only corrgap|baseline|masks|kendall` for one section).
-Prints ratios measured side by side in one process on the same inputs; no absolute-time claims are asserted anywhere.
+"""Statistics benchmarks: judgelab's vectorised code against reference implementations of the former code kept here,
+measured side by side in one process on the same inputs (paired, alternating order); no absolute time is asserted.
+
+Issue 16's headline sections (`make bench` runs these two):
+- `table`: the WHOLE correlation table of HANNA's published judges as the CorrGap audit template computes it
+  (`stats.correlation_table`, 500 cluster-bootstrap resamples) vs the former code (a per-resample
+  scipy.stats.kendalltau loop at sample and system level, a per-document loop at summary level, pandas per statistic).
+- `audit`: the CorrGap audit of HANNA (`corrgap.corrgap_audit` with the template's parameters: 2999 permutations,
+  the human baseline with 1000 cluster-bootstrap resamples) vs the former implementation (argpartition permutation
+  masks, the per-item sort split of the human baseline, the former Spearman engine); all outputs must be identical.
+Other sections: `corrgap` (the permutation engine vs a per-permutation scipy loop, and the SummEval audit),
+`baseline` (the human baseline vs a per-resample loop), `masks` (HANNA's raw audit, today's masks vs the former),
+`kendall` (one judge x dimension's Kendall bootstrap vs the scipy loop).
+Run with `.venv/bin/python bench/bench_stats.py --only table audit` (`--only` takes one or more sections; default: all).
 """
-import argparse, time, math
+import argparse, os, time, math
 import numpy as np, pandas as pd
-from scipy.stats import spearmanr
+from scipy.stats import spearmanr, rankdata as ss_rankdata
 from judgelab.data import load
 from judgelab.judgments import load_judgments, judgment_scores
 from judgelab.corrgap import (corrgap, corrgap_audit, split_groups, _strata_masks, _GapEngine, rater_slots, bootstrap_weights,
                               human_baseline)
-from judgelab.stats import bootstrap_ci, corr, _boot_vals, _tidy_means
+import judgelab.corrgap as CG, judgelab.stats as ST
+from judgelab.stats import bootstrap_ci, corr, _boot_vals, _tidy_means, _wpearson, _boot_sample, _check_method, Corr, LEVELS, METHODS
 
 def naive_permutation(pred, gt_t, masks):
     "The straightforward way: one scipy.stats.spearmanr per group per permutation, in a Python loop."
@@ -166,13 +175,218 @@ def main_kendall(n_boot=1000, judge='eval_prompt_1', model='ChatGPT', dim='coher
         out[level] = dict(loop=t_loop, fast=min(fast))
     return out
 
+
+# ---------------------------------------------------------------------------------------------------------------------
+# (a) the whole correlation table: the former code, kept here as the reference
+
+def former_correlation(pred, human, method='spearman', level='sample', doc=None, system=None):
+    "judgelab's former `stats.correlation`: pandas, one `corr` per document at summary level."
+    df = pd.DataFrame(dict(p=np.asarray(pred, dtype=float), h=np.asarray(human, dtype=float)))
+    if level == 'sample': return Corr(corr(df.p, df.h, method), int((df.p.notna() & df.h.notna()).sum()))
+    if level == 'summary':
+        df['g'] = np.asarray(doc); df = df.dropna(subset=['p', 'h'])
+        rs = [corr(g.p, g.h, method) for _, g in df.groupby('g', sort=False)]
+        used = [r for r in rs if np.isfinite(r)]
+        return Corr(float(np.mean(used)) if used else np.nan, len(df), len(used), len(rs))
+    df['s'] = np.asarray(system); df = df.dropna(subset=['p', 'h'])
+    m = df.groupby('s', sort=False)[['p', 'h']].mean()
+    return Corr(corr(_tidy_means(m.p), _tidy_means(m.h), method), len(m))
+
+def former_bootstrap_ci(pred, human, doc, system=None, method='spearman', level='sample', n_boot=1000, ci=0.95, seed=0):
+    """judgelab's former `stats.bootstrap_ci`: the same seeded document counts, then one scipy.stats.kendalltau per
+    resample (sample level: on the expanded rows; system level: on the system means), one `corr` per document at summary
+    level, the counts drawn anew for every statistic. System means are rounded as judgelab now does (the former code did
+    not, so float noise broke ties among equal means; that fix is not what is timed here)."""
+    df = pd.DataFrame(dict(p=np.asarray(pred, float), h=np.asarray(human, float), d=np.asarray(doc),
+                           s=np.asarray(system) if system is not None else 0)).dropna(subset=['p', 'h'])
+    docs, dix = np.unique(df.d.values, return_inverse=True)
+    if len(df) < 3 or len(docs) < 2: return (np.nan, np.nan, 0)
+    C = np.random.default_rng(seed).multinomial(len(docs), np.full(len(docs), 1/len(docs)), size=n_boot).astype(float)
+    p, h = df.p.values, df.h.values
+    if level == 'summary':
+        r = np.array([corr(p[dix == k], h[dix == k], method) for k in range(len(docs))])
+        ok = np.isfinite(r)
+        with np.errstate(invalid='ignore', divide='ignore'): vals = (C[:, ok] @ r[ok])/C[:, ok].sum(1)
+    elif level == 'sample':
+        W = C[:, dix]
+        vals = (np.array([corr(np.repeat(p, w.astype(int)), np.repeat(h, w.astype(int)), 'kendall') for w in W])
+                if method == 'kendall' else _boot_sample(p, h, W, method))
+    else:
+        sys_, six = np.unique(df.s.values, return_inverse=True)
+        P = np.zeros((len(docs), len(sys_))); H = np.zeros_like(P); N = np.zeros_like(P)
+        np.add.at(P, (dix, six), p); np.add.at(H, (dix, six), h); np.add.at(N, (dix, six), 1)
+        with np.errstate(invalid='ignore', divide='ignore'):
+            mp, mh = _tidy_means((C @ P)/(C @ N)), _tidy_means((C @ H)/(C @ N))
+        if method == 'kendall': vals = np.array([corr(a, b, 'kendall') for a, b in zip(mp, mh)])
+        else:
+            okc = np.isfinite(mp).all(0) & np.isfinite(mh).all(0); mp, mh = mp[:, okc], mh[:, okc]
+            if method == 'spearman': mp, mh = ss_rankdata(mp, axis=1), ss_rankdata(mh, axis=1)
+            vals = _wpearson(mp, mh, np.ones_like(mp))
+    vals = vals[np.isfinite(vals)]
+    if len(vals) < 2: return (np.nan, np.nan, len(vals))
+    a = (1 - ci)/2
+    return (float(np.quantile(vals, a)), float(np.quantile(vals, 1 - a)), len(vals))
+
+def former_correlation_table(judgments, dataset, methods=METHODS, levels=LEVELS, n_boot=1000, ci=0.95, seed=0):
+    "judgelab's former `stats.correlation_table` (the same rows), on the former statistics above."
+    s = judgment_scores(judgments)
+    hm = dataset.human_mean().reset_index().melt(id_vars='item_id', var_name='dimension', value_name='human')
+    it = dataset.items[['item_id', 'doc_id', 'system']]
+    rows = []
+    for (judge, model, dim), g in s.groupby(['judge', 'model', 'dimension'], sort=False):
+        m = it.merge(hm[hm.dimension == dim], on='item_id').merge(g[['item_id', 'score']], on='item_id', how='inner')
+        missing = int(m.score.isna().sum())
+        for method in methods:
+            for lvl in levels:
+                c = former_correlation(m.score, m.human, method, lvl, doc=m.doc_id, system=m.system)
+                lo, hi, nv = former_bootstrap_ci(m.score, m.human, m.doc_id, m.system, method, lvl, n_boot, ci, seed)
+                rows.append(dict(judge=judge, model=model, dimension=dim, method=method, level=lvl, value=c.value,
+                                 ci_lo=lo, ci_hi=hi, n=c.n, docs_used=c.docs_used, items_without_score=missing))
+    return pd.DataFrame(rows)
+
+def _load_hanna_audit_inputs():
+    "HANNA's published judges as the CorrGap audit template reads them (every source, 'overall' excluded)."
+    from judgelab.judgments import list_judgments
+    ds = load('hanna')
+    J = pd.concat([load_judgments('hanna', s) for s in list_judgments('hanna').index], ignore_index=True)
+    dims = [d for d in ds.spec.dim_names if d != 'overall']
+    return ds, J[J.dimension.isin(dims)], dims
+
+def _paired(fns, repeats):
+    "Run each (name -> callable) `repeats` times, alternating which goes first; {name: [seconds]}, the last results."
+    times, res = {k: [] for k in fns}, {}
+    names = list(fns)
+    for r in range(repeats):
+        for k in (names if r % 2 == 0 else names[::-1]):
+            t0 = time.perf_counter(); res[k] = fns[k](); times[k].append(time.perf_counter() - t0)
+    return times, res
+
+def _load(): return open('/proc/loadavg').read().split()[0] if os.path.exists('/proc/loadavg') else 'n/a'
+
+def main_table(n_boot=500, repeats=1):
+    "(a) HANNA's whole correlation table (every published judge, 3 methods x 3 levels, n_boot resamples): now vs the former code."
+    ds, J, dims = _load_hanna_audit_inputs()
+    load0 = _load()
+    times, res = _paired(dict(former=lambda: former_correlation_table(J, ds, n_boot=n_boot, seed=0),
+                              now=lambda: ST.correlation_table(J, ds, n_boot=n_boot, seed=0)), repeats)
+    a, b = res['former'], res['now']
+    keys = ['judge', 'model', 'dimension', 'method', 'level', 'n', 'docs_used', 'items_without_score']
+    assert a[keys].equals(b[keys]), 'the tables differ in their rows'
+    err = {c: float(np.nanmax(np.abs(a[c].values - b[c].values))) for c in ('value', 'ci_lo', 'ci_hi')}
+    assert all(np.array_equal(np.isnan(a[c].values), np.isnan(b[c].values)) for c in err) and max(err.values()) < 1e-12, err
+    ratios = [f/n for f, n in zip(times['former'], times['now'])]
+    print(f"(a) HANNA correlation table: {J[['judge', 'model']].drop_duplicates().shape[0]} judges x {len(dims)} dimensions x 3 methods x "
+          f"3 levels = {len(b)} rows, {n_boot} cluster-bootstrap resamples (load average {load0} -> {_load()}, {os.cpu_count()} cores)")
+    print(f"  former code (scipy loops, per-document loops) : {np.median(times['former']):8.1f} s  (median of {repeats})")
+    print(f"  judgelab correlation_table                    : {np.median(times['now']):8.1f} s  (max |diff| value {err['value']:.1e}, "
+          f"CI {max(err['ci_lo'], err['ci_hi']):.1e})")
+    print(f"  speed-up (paired, median)                     : {np.median(ratios):8.1f}x  (target >= 5x; pairs: {', '.join(f'{r:.1f}' for r in ratios)})")
+    return dict(former=times['former'], now=times['now'], ratios=ratios)
+
+# ---------------------------------------------------------------------------------------------------------------------
+# (b) the CorrGap audit: the former split of the human baseline and the former Spearman engine, kept as the reference
+
+def _former_key_dtype(mx): return np.uint16 if mx < 2**16 else (np.uint32 if mx < 2**32 else np.uint64)
+
+def former_split_counts(W, gt_t, gt_o, ids=None, control=True, bins='exact'):
+    "judgelab's former `corrgap.split_counts`: per resample, an integer sort of the items and put/take along it."
+    W = np.asarray(W); B, n = W.shape
+    byid = np.argsort(CG._id_order(np.arange(n) if ids is None else ids), kind='stable')
+    W = W[:, byid]; gt_t = np.asarray(gt_t, float)[byid]; gt_o = np.asarray(gt_o, float)[byid]
+    Wf = W.astype(np.float64)
+    D2 = np.abs(2*CG._wranks(gt_t, Wf) - 2*CG._wranks(gt_o, Wf)).astype(np.int64); dmax = int(D2.max()) + 1
+    N = W.sum(1, keepdims=True); k = N//2
+    o = np.argsort((dmax - 1 - D2).astype(_former_key_dtype(dmax)), axis=1, kind='stable')
+    Wo = np.take_along_axis(W, o, 1); before = np.cumsum(Wo, 1) - Wo
+    KH = np.empty_like(W); KL = np.empty_like(W)
+    np.put_along_axis(KH, o, np.clip(k - before, 0, Wo), 1)
+    np.put_along_axis(KL, o, np.clip(k - (N - before - Wo), 0, Wo), 1)
+    if control:
+        s = np.unique(CG._bins(gt_t, bins), return_inverse=True)[1].ravel(); S = int(s.max()) + 1
+        G = CG._onehot(s, S)
+        m = np.minimum(KH @ G, KL @ G).astype(W.dtype)[:, s]
+        sizes = np.bincount(s, minlength=S); starts = np.repeat(np.r_[0, np.cumsum(sizes)[:-1]], sizes)
+        for K, Dk in ((KH, dmax - 1 - D2), (KL, D2)):
+            o = np.argsort((s*dmax + Dk).astype(_former_key_dtype(S*dmax)), axis=1, kind='stable')
+            Ko = np.take_along_axis(K, o, 1); c = np.cumsum(Ko, 1) - Ko
+            np.put_along_axis(K, o, np.clip(np.take_along_axis(m, o, 1) - (c - c[:, starts]), 0, Ko), 1)
+    inv = np.empty(n, int); inv[byid] = np.arange(n)
+    return KL[:, inv], KH[:, inv]
+
+class FormerSpearmanGaps:
+    "judgelab's former `corrgap._SpearmanGaps`: per-(x-run, y-run) counts, runs found by reduceat in every call."
+    def __init__(self, x, y, max_pairs=256):
+        ux, xr = np.unique(x, return_inverse=True); uy, yr = np.unique(y, return_inverse=True)
+        xr, yr = xr.ravel(), yr.ravel(); self.Tx, self.Ty = len(ux), len(uy)
+        up, pr = np.unique(xr*self.Ty + yr, return_inverse=True); pr = pr.ravel()
+        self.compress = len(up) <= max_pairs
+        if self.compress:
+            self.E = np.zeros((len(x), len(up)), np.float32); self.E[np.arange(len(x)), pr] = 1
+            self.pxr, self.pyr = up//self.Ty, up % self.Ty; self.tot = np.bincount(pr).astype(float)
+        else: self.pxr, self.pyr, self.tot = xr, yr, np.ones(len(x))
+        self.ox = np.argsort(self.pxr, kind='stable'); self.sx_ = np.r_[0, np.nonzero(np.diff(self.pxr[self.ox]))[0] + 1]
+        self.oy = np.argsort(self.pyr, kind='stable'); self.sy_ = np.r_[0, np.nonzero(np.diff(self.pyr[self.oy]))[0] + 1]
+        self.px_run = np.unique(self.pxr, return_inverse=True)[1]; self.py_run = np.unique(self.pyr, return_inverse=True)[1]
+    def _r(self, C):
+        cx = np.add.reduceat(C[:, self.ox], self.sx_, axis=1); cy = np.add.reduceat(C[:, self.oy], self.sy_, axis=1)
+        ax = np.cumsum(cx, 1) - (cx - 1)/2; ay = np.cumsum(cy, 1) - (cy - 1)/2
+        n = cx.sum(1)
+        sx = (cx*ax).sum(1); sy = (cy*ay).sum(1); sxx = (cx*ax*ax).sum(1); syy = (cy*ay*ay).sum(1)
+        sxy = np.einsum('bp,bp,bp->b', C, ax[:, self.px_run], ay[:, self.py_run])
+        return CG._r_from_sums(n, sx, sy, sxx, syy, sxy)
+    def counts(self, K):
+        return (K.astype(np.float32) @ self.E).astype(np.float64) if self.compress else K.astype(np.float64)
+    def __call__(self, M):
+        C = self.counts(M)
+        return self._r(C) - self._r(self.tot - C)
+
+FORMER = dict(split_counts=former_split_counts, _strata_masks=argpartition_masks, _SpearmanGaps=FormerSpearmanGaps)
+
+def _with_former(f):
+    "Call f with judgelab.corrgap's split, masks and Spearman engine replaced by the former ones."
+    now = {k: getattr(CG, k) for k in FORMER}
+    for k, v in FORMER.items(): setattr(CG, k, v)
+    try: return f()
+    finally:
+        for k, v in now.items(): setattr(CG, k, v)
+
+def main_audit(targets=('coherence',), n_perm=2999, n_boot=1000, repeats=1):
+    "(b) HANNA's CorrGap audit with the template's parameters, now vs the former implementation (identical outputs required)."
+    ds, J, dims = _load_hanna_audit_inputs()
+    targets = dims if targets in (None, ['all'], ('all',)) else list(targets)
+    run = lambda: CG.corrgap_audit(J, ds, targets=targets, others=dims, n_perm=n_perm, test='permutation', n_boot=n_boot, seed=0)
+    load0 = _load()
+    times, res = _paired(dict(former=lambda: _with_former(run), now=run), repeats)
+    a, b = res['former'], res['now']
+    assert a.keys() == b.keys()
+    for k in a:
+        assert a[k].long.equals(b[k].long), f'{k}: the audit tables differ'
+        assert np.array_equal(a[k].boot, b[k].boot, equal_nan=True), f'{k}: the bootstrap excess values differ'
+    n_pairs = sum(len(m.long) for m in b.values())
+    ratios = [f/n for f, n in zip(times['former'], times['now'])]
+    print(f"(b) HANNA CorrGap audit: {len(b)} judges, targets {', '.join(targets)} vs the other {len(dims) - 1} dimensions = {n_pairs} pairs; "
+          f"{n_perm} permutations, human baseline with {n_boot} cluster-bootstrap resamples (load average {load0} -> {_load()})")
+    print(f"  former masks, baseline split and Spearman engine : {np.median(times['former']):8.1f} s  (median of {repeats})")
+    print(f"  judgelab corrgap_audit                           : {np.median(times['now']):8.1f} s  (every p-value, excess, CI and "
+          f"bootstrap value identical)")
+    print(f"  speed-up (paired, median)                        : {np.median(ratios):8.2f}x  (target >= 1.5x; pairs: {', '.join(f'{r:.2f}' for r in ratios)})")
+    return dict(former=times['former'], now=times['now'], ratios=ratios)
+
+SECTIONS = ('table', 'audit', 'corrgap', 'baseline', 'masks', 'kendall')
+
 if __name__ == '__main__':
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument('--n-perm', type=int, default=9999); ap.add_argument('--repeats', type=int, default=3)
-    ap.add_argument('--n-boot', type=int, default=1000)
-    ap.add_argument('--only', choices=['corrgap', 'baseline', 'masks', 'kendall'], default=None, help='run one section')
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--n-perm', type=int, default=9999, help='permutations of the corrgap and baseline sections')
+    ap.add_argument('--repeats', type=int, default=3, help='repeats of the corrgap and kendall sections (best of)')
+    ap.add_argument('--pairs', type=int, default=1, help='paired, alternating runs of the table and audit sections (median)')
+    ap.add_argument('--n-boot', type=int, default=1000, help='resamples of the baseline and kendall sections')
+    ap.add_argument('--targets', nargs='+', default=['coherence'], help="audit section: HANNA targets ('all': the whole audit)")
+    ap.add_argument('--only', nargs='+', choices=SECTIONS, default=None, help='run these sections only')
     a = ap.parse_args()
-    if a.only in (None, 'corrgap'): main(a.n_perm, repeats=a.repeats)
-    if a.only in (None, 'baseline'): main_baseline(a.n_boot, a.n_perm)
-    if a.only in (None, 'masks'): main_masks()
-    if a.only in (None, 'kendall'): main_kendall(a.n_boot, repeats=a.repeats)
+    on = lambda s: a.only is None or s in a.only
+    if on('table'): main_table(500, a.pairs)
+    if on('audit'): main_audit(a.targets, 2999, 1000, a.pairs)
+    if on('corrgap'): main(a.n_perm, repeats=a.repeats)
+    if on('baseline'): main_baseline(a.n_boot, a.n_perm)
+    if on('masks'): main_masks()
+    if on('kendall'): main_kendall(a.n_boot, repeats=a.repeats)

@@ -52,6 +52,13 @@ def choice_grammar(choices:list)->str:
     return 'root ::= ' + ' | '.join(f'"{esc(c)}"' for c in choices)
 
 # %% ../nbs/02a_backends.ipynb #bb857b0e
+def _env_threads()->int|None:
+    "llama.cpp threads from $JUDGELAB_LLAMA_THREADS: None when unset, empty or 0 (all cores); a clear error when not a positive integer."
+    v = os.environ.get('JUDGELAB_LLAMA_THREADS', '').strip()
+    if v in ('', '0'): return None
+    if not v.isdigit(): raise ValueError(f"JUDGELAB_LLAMA_THREADS must be a positive integer (or empty: all cores), not {v!r}")
+    return int(v)
+
 class LlamaCppBackend(Backend):
     "In-process llama.cpp on the CPU (`llama-cpp-python`); the embedded default."
     name = 'llamacpp'
@@ -68,7 +75,7 @@ class LlamaCppBackend(Backend):
         if importlib.util.find_spec('llama_cpp') is None:
             raise BackendError("llama-cpp-python is not installed: `pip install llama-cpp-python==0.3.36` (`make venv` builds it)")
         self.model_id, self.n_ctx, self.n_batch, self.reorder, self.verbose = model_id, n_ctx, n_batch, reorder, verbose
-        self.n_threads = n_threads or int(os.environ.get('JUDGELAB_LLAMA_THREADS', 0)) or os.cpu_count() or 1   # the env var: parallel test workers
+        self.n_threads = n_threads or _env_threads() or os.cpu_count() or 1   # the env var: the sweep's budget, parallel test workers
         self._llm = {}; self._lock = threading.Lock()
     @staticmethod
     def validate(n_ctx=4096, n_batch=512, **_):

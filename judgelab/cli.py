@@ -170,7 +170,7 @@ def _audit(a):
                   n_perm_quality=a.n_perm_quality, alpha=a.alpha)
     nb_out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile('w', suffix='.yaml', delete=False) as f: yaml.safe_dump(params, f); pfile = f.name
-    cmd = [sys.executable, '-m', 'papermill', tpl, S._show(nb_out), '-f', pfile, '-k', S._kernel('judgelab'),
+    cmd = [sys.executable, '-c', S.PAPERMILL_MAIN, tpl, S._show(nb_out), '-f', pfile, '-k', S._kernel('judgelab'),
            '--cwd', str(Path(tpl).parent), '--log-level', 'WARNING']
     env = {**os.environ, 'JUDGELAB_ROOT': str(paths.root), 'JUDGELAB_RUN': S._show(nb_out), 'JUDGELAB_RUN_ID': rid, 'PYTHONUNBUFFERED': '1', **S.thread_env(os.cpu_count() or 1)}
     try: rc = run_with_progress(cmd, env, log, f'audit {ds.name}', progress=not a.quiet)

@@ -83,26 +83,28 @@ def _r_from_sums(n, sx, sy, sxx, syy, sxy):
     return np.clip(r, -1, 1)
 
 class _SpearmanGaps:
-    "Spearman r(L) - r(H) for a batch of L-masks, from per-(x-run, y-run) member counts."
+    "Spearman r(L) - r(H) for a batch of L-masks, from member counts per distinct (x, y) pair, or per item when there are many pairs (continuous x)."
     def __init__(self, x, y, max_pairs=256):
         ux, xr = np.unique(x, return_inverse=True); uy, yr = np.unique(y, return_inverse=True)
-        self.Tx, self.Ty = len(ux), len(uy)
+        xr, yr = xr.ravel(), yr.ravel(); self.Tx, self.Ty = len(ux), len(uy)
         up, pr = np.unique(xr*self.Ty + yr, return_inverse=True)
         self.compress = len(up) <= max_pairs
-        if self.compress:
-            self.E = np.zeros((len(x), len(up)), np.float32); self.E[np.arange(len(x)), pr] = 1
-            self.pxr, self.pyr = up//self.Ty, up % self.Ty; self.tot = np.bincount(pr).astype(float)
-        else: self.pxr, self.pyr, self.tot = xr, yr, np.ones(len(x))
-        self.ox = np.argsort(self.pxr, kind='stable'); self.sx_ = np.r_[0, np.nonzero(np.diff(self.pxr[self.ox]))[0] + 1]
-        self.oy = np.argsort(self.pyr, kind='stable'); self.sy_ = np.r_[0, np.nonzero(np.diff(self.pyr[self.oy]))[0] + 1]
-        self.rx_of = np.unique(self.pxr[self.ox], return_inverse=True)[1]; self.ry_of = np.unique(self.pyr[self.oy], return_inverse=True)[1]
-        self.px_run = np.unique(self.pxr, return_inverse=True)[1]; self.py_run = np.unique(self.pyr, return_inverse=True)[1]
+        if self.compress:                            # columns: the distinct pairs, x-major
+            self.E = np.zeros((len(x), len(up)), np.float32); self.E[np.arange(len(x)), pr.ravel()] = 1
+            cx, cy, self.tot, self.ox = up//self.Ty, up % self.Ty, np.bincount(pr.ravel()).astype(float), None
+        else:                                        # columns: the items, read in x order (rank compression: no per-item runs)
+            self.ox = np.argsort(xr, kind='stable'); cx, cy, self.tot = xr[self.ox], yr[self.ox], np.ones(len(x))
+        self.sx_ = np.r_[0, np.flatnonzero(np.diff(cx)) + 1]; self.xties = len(self.sx_) < len(cx)
+        self.x_run = np.cumsum(np.r_[0, np.diff(cx) != 0])                    # x-run of each column
+        self.Ey = np.zeros((len(cy), self.Ty)); self.Ey[np.arange(len(cy)), cy] = 1
     def _r(self, C):
-        cx = np.add.reduceat(C[:, self.ox], self.sx_, axis=1); cy = np.add.reduceat(C[:, self.oy], self.sy_, axis=1)
-        ax = np.cumsum(cx, 1) - (cx - 1)/2; ay = np.cumsum(cy, 1) - (cy - 1)/2
+        "Spearman r of the members counted in C (B, columns), from rank sums: every term is an exact multiple of 1/4."
+        Cs = C if self.ox is None else C[:, self.ox]
+        cx = np.add.reduceat(Cs, self.sx_, axis=1) if self.xties else Cs; cy = Cs @ self.Ey
+        ax = np.cumsum(cx, 1) - (cx - 1)/2; ay = np.cumsum(cy, 1) - (cy - 1)/2     # average ranks of each x-run and y-value
         n = cx.sum(1)
         sx = (cx*ax).sum(1); sy = (cy*ay).sum(1); sxx = (cx*ax*ax).sum(1); syy = (cy*ay*ay).sum(1)
-        sxy = np.einsum('bp,bp,bp->b', C, ax[:, self.px_run], ay[:, self.py_run])
+        sxy = (((Cs*(ax[:, self.x_run] if self.xties else ax)) @ self.Ey)*ay).sum(1)
         return _r_from_sums(n, sx, sy, sxx, syy, sxy)
     def counts(self, K):
         "Per-pair member counts (B, pairs) from per-item counts or a mask K (B, n)."
@@ -265,10 +267,48 @@ def bootstrap_weights(docs, # document (cluster) of each item
 
 
 # %% ../nbs/06_corrgap.ipynb #a1fb7f62
-def _onehot(inv, k):
-    G = np.zeros((len(inv), k)); G[np.arange(len(inv)), inv] = 1; return G
+def _onehot(inv, k, dtype=float):
+    G = np.zeros((len(inv), k), dtype); G[np.arange(len(inv)), inv] = 1; return G
 
-def _key_dtype(mx): return np.uint16 if mx < 2**16 else (np.uint32 if mx < 2**32 else np.uint64)
+def _first_copies(X, # (B, n) copies of each item per resample; columns sorted by (category, id)
+                  st, sizes, # first column and number of columns of each category
+                  idr, # (n,) id rank of each column
+                  ckey, # (B, c) each category's sort key per resample
+                  cgrp, # (c,) each category's group
+                  quota, # (B, groups) copies each group keeps
+                  reverse_ids:bool=False, # ties in key broken by descending id (default ascending)
+                 )->np.ndarray: # (B, n) copies kept
+    "In each group, the first `quota` copies in the order (key ascending, then id): whole categories by cumulative counts, items only in the one run of equal keys that the quota cuts."
+    B, n = X.shape; c = len(st)
+    Xc = np.add.reduceat(X, st, axis=1)                                          # copies per category
+    key = cgrp*(int(ckey.max(initial=0)) + 1) + ckey
+    o = np.argsort(key, axis=1, kind='stable')                                   # by group, then key
+    ks = np.take_along_axis(key, o, 1); cum = np.cumsum(np.take_along_axis(Xc, o, 1), 1)
+    pos = np.arange(c); brk = ks[:, 1:] != ks[:, :-1]; one = np.ones((B, 1), bool)
+    first = np.maximum.accumulate(np.where(np.c_[one, brk], pos, 0), 1)          # first and last position of each run of equal keys
+    last = (c - 1) - np.maximum.accumulate(np.where(np.c_[brk, one][:, ::-1], pos, 0), 1)[:, ::-1]
+    gs = np.sort(cgrp); gstart = np.searchsorted(gs, gs)                          # position of each group's first category
+    ex = np.c_[np.zeros((B, 1), cum.dtype), cum[:, :-1]]; exf = np.take_along_axis(ex, first, 1)
+    A = np.empty_like(cum); T = np.empty_like(cum)
+    np.put_along_axis(A, o, exf - ex[:, gstart], 1)                              # copies ahead of the category's run, in its group
+    np.put_along_axis(T, o, np.take_along_axis(cum, last, 1) - exf, 1)           # copies in the run
+    R = quota[:, cgrp] - A                                                       # copies the group still takes where the run starts
+    full = T <= R; part = (R > 0) & ~full                                        # at most one cut run per group and resample
+    Y = X*np.repeat(full, sizes, axis=1)
+    r, cp = np.nonzero(part)
+    if len(r):                                                                   # the cut runs: running copy counts in id order
+        lens = sizes[cp]; off = np.cumsum(lens) - lens; i0 = np.repeat(off, lens); cpi = np.repeat(cp, lens)
+        rows = np.repeat(r, lens); cols = np.repeat(st[cp], lens) + np.arange(lens.sum()) - i0
+        v = X[rows, cols]; cs = np.cumsum(v); before = cs - v - (cs - v)[i0]     # copies earlier in the category
+        if reverse_ids: before = np.repeat(cs[off + lens - 1] - cs[off] + v[off], lens) - before - v
+        mi = np.flatnonzero(np.repeat(T[r, cp] != Xc[r, cp], lens))              # a run of several categories: merge them by id
+        if len(mi):
+            seg = rows[mi]*(int(cgrp.max()) + 1) + cgrp[cpi[mi]]
+            so = np.lexsort((-idr[cols[mi]] if reverse_ids else idr[cols[mi]], seg)); seg = seg[so]; mi = mi[so]
+            vv = v[mi]; e = np.cumsum(vv) - vv
+            before[mi] = e - e[np.searchsorted(seg, seg)]
+        Y[rows, cols] = np.clip(R[rows, cpi] - before, 0, v)
+    return Y
 
 def split_counts(W, # (B, n) item multiplicities per resample (0 = item absent)
                  gt_t, gt_o, # human means (references) for the target and the non-target
@@ -278,28 +318,31 @@ def split_counts(W, # (B, n) item multiplicities per resample (0 = item absent)
                 )->tuple: # (KL, KH): copies of each item kept in the low- and high-divergence groups, (B, n) each
     "`split_groups` for many weighted resamples at once: copies of an item count as consecutive items."
     W = np.asarray(W); B, n = W.shape
-    byid = np.argsort(_id_order(np.arange(n) if ids is None else ids), kind='stable')    # work in ascending id order
-    W = W[:, byid]; gt_t = np.asarray(gt_t, float)[byid]; gt_o = np.asarray(gt_o, float)[byid]
-    Wf = W.astype(np.float64)                   # twice the average ranks in each resample are exact integers
-    D2 = np.abs(2*_wranks(gt_t, Wf) - 2*_wranks(gt_o, Wf)).astype(np.int64); dmax = int(D2.max()) + 1
-    N = W.sum(1, keepdims=True); k = N//2
-    o = np.argsort((dmax - 1 - D2).astype(_key_dtype(dmax)), axis=1, kind='stable')   # D descending, ties by id
-    Wo = np.take_along_axis(W, o, 1); before = np.cumsum(Wo, 1) - Wo
-    KH = np.empty_like(W); KL = np.empty_like(W)
-    np.put_along_axis(KH, o, np.clip(k - before, 0, Wo), 1)                  # the first floor(N/2) copies
-    np.put_along_axis(KL, o, np.clip(k - (N - before - Wo), 0, Wo), 1)      # the last floor(N/2) copies
+    idr = _id_order(np.arange(n) if ids is None else ids)
+    gt_t = np.asarray(gt_t, float); gt_o = np.asarray(gt_o, float)
+    ut, it = np.unique(gt_t, return_inverse=True); uo, io = np.unique(gt_o, return_inverse=True)
+    s = np.unique(_bins(gt_t, bins), return_inverse=True)[1].ravel() if control else np.zeros(n, int)
+    S = int(s.max()) + 1
+    cats, cat = np.unique((it.ravel()*len(uo) + io.ravel())*S + s, return_inverse=True)   # categories: (gt_t, gt_o, stratum)
+    cat = cat.ravel(); cs_, co, ct = cats % S, (cats//S) % len(uo), cats//S//len(uo)
+    perm = np.lexsort((idr, cat)); sizes = np.bincount(cat); st = np.cumsum(sizes) - sizes
+    X = W[:, perm]; idr = idr[perm]                                              # columns by category, then id
+    Wc = np.add.reduceat(X, st, axis=1)
+    def rank2(ix, k):                                                            # twice the average ranks: exact integers
+        cnt = Wc @ _onehot(ix, k, Wc.dtype)
+        return 2*(np.cumsum(cnt, 1) - cnt) + cnt + 1
+    D2 = np.abs(rank2(ct, len(ut))[:, ct] - rank2(co, len(uo))[:, co])           # (B, categories) 2|rank difference|
+    Dh = int(D2.max()) - D2                                                      # sorts D descending
+    k = X.sum(1, keepdims=True)//2; one = np.zeros(len(cats), int)
+    KH = _first_copies(X, st, sizes, idr, Dh, one, k)                            # the first floor(N/2) copies (D descending, ties by id)
+    KL = _first_copies(X, st, sizes, idr, D2, one, k, reverse_ids=True)          # the last floor(N/2) copies
     if control:
-        s = np.unique(_bins(gt_t, bins), return_inverse=True)[1].ravel(); S = int(s.max()) + 1
-        G = _onehot(s, S)
-        m = np.minimum(KH @ G, KL @ G).astype(W.dtype)[:, s]               # each item's stratum quota m_b
-        sizes = np.bincount(s, minlength=S); starts = np.repeat(np.r_[0, np.cumsum(sizes)[:-1]], sizes)
-        for K, Dk in ((KH, dmax - 1 - D2), (KL, D2)):                       # H keeps its largest D, L its smallest; ties by id
-            o = np.argsort((s*dmax + Dk).astype(_key_dtype(S*dmax)), axis=1, kind='stable')
-            Ko = np.take_along_axis(K, o, 1); c = np.cumsum(Ko, 1) - Ko
-            np.put_along_axis(K, o, np.clip(np.take_along_axis(m, o, 1) - (c - c[:, starts]), 0, Ko), 1)
-    inv = np.empty(n, int); inv[byid] = np.arange(n)
+        G = _onehot(cs_, S, Wc.dtype)
+        m = np.minimum(np.add.reduceat(KH, st, axis=1) @ G, np.add.reduceat(KL, st, axis=1) @ G)   # each stratum's quota
+        KH = _first_copies(KH, st, sizes, idr, Dh, cs_, m)                       # H keeps its largest D, L its smallest; ties by id
+        KL = _first_copies(KL, st, sizes, idr, D2, cs_, m)
+    inv = np.empty(n, int); inv[perm] = np.arange(n)
     return KL[:, inv], KH[:, inv]
-
 
 # %% ../nbs/06_corrgap.ipynb #9773aaad
 def human_baseline(preds, # judge scores for the target: an array, or {name: array} for several judges at once

@@ -4,16 +4,11 @@
 
 # %% ../nbs/05_stats.ipynb #16db3e6e
 from __future__ import annotations
-import math, warnings
+import math, warnings, functools
 from dataclasses import dataclass, field
 import numpy as np, pandas as pd
 from scipy import stats as ss
 import krippendorff as _kd
-from sklearn.model_selection import train_test_split, GroupShuffleSplit
-from sklearn.linear_model import LinearRegression
-from sklearn.tree import DecisionTreeRegressor
-from sklearn.ensemble import RandomForestRegressor
-from sklearn.neural_network import MLPRegressor
 from .data import as_dataset
 from .judgments import judgment_scores, as_judgments
 
@@ -36,6 +31,7 @@ def round_to_scale(x, # value(s) to round
 # %% ../nbs/05_stats.ipynb #41704278
 def split_indices(n:int, seed:int=0, groups=None)->tuple:
     "Train and test indices: a 50/50 `train_test_split`, or a document-grouped split when `groups` is given."
+    from sklearn.model_selection import train_test_split, GroupShuffleSplit   # sklearn on first use: most runs never split
     idx = np.arange(n)
     if groups is None:
         train, test = train_test_split(idx, test_size=0.5, random_state=seed)
@@ -48,6 +44,8 @@ REGRESSOR_ORDER = ('LR', 'DT', 'RF', 'MLP')
 
 def make_regressor(name:str, seed:int=0):
     "A fresh sklearn regressor with the defaults of SPEC §5 (the decomposition aggregators and direct prediction's regressors)."
+    from sklearn.linear_model import LinearRegression; from sklearn.tree import DecisionTreeRegressor
+    from sklearn.ensemble import RandomForestRegressor; from sklearn.neural_network import MLPRegressor
     if name == 'LR': return LinearRegression()
     if name == 'DT': return DecisionTreeRegressor(random_state=seed)
     if name == 'RF': return RandomForestRegressor(n_estimators=100, random_state=seed)
@@ -79,6 +77,48 @@ def _tidy_means(m):
     "Round system means so that means equal up to float noise (~1e-16) tie exactly (see `_MEAN_DECIMALS`)."
     return np.round(np.asarray(m, dtype=float), _MEAN_DECIMALS)
 
+_GROUP_MAX_PAIRS = 2_000_000   # within-group pairs for the vectorised Kendall; beyond, scipy per group
+
+def _group_ranks(v, gi):
+    "Average ranks of v within each group gi (as `scipy.stats.rankdata` on each group)."
+    o = np.lexsort((v, gi)); vs, gs = v[o], gi[o]; n = len(v); idx = np.arange(n)
+    newg = np.r_[True, gs[1:] != gs[:-1]]; newr = newg | np.r_[True, vs[1:] != vs[:-1]]
+    gfirst = np.maximum.accumulate(np.where(newg, idx, 0))
+    rfirst = np.maximum.accumulate(np.where(newr, idx, 0))
+    rlast = n - 1 - np.maximum.accumulate(np.where(np.r_[newr[1:], True][::-1], idx, 0))[::-1]
+    out = np.empty(n); out[o] = (rfirst + rlast)/2 - gfirst + 1
+    return out
+
+def _group_corrs(x, y, gi, k:int, method:str='spearman')->np.ndarray:
+    "`corr(x[gi == j], y[gi == j], method)` for every group j < k at once (x, y finite; gi integer codes); NaN like `corr`."
+    _check_method(method)
+    x = np.asarray(x, float); y = np.asarray(y, float); gi = np.asarray(gi, np.int64)
+    cnt = np.bincount(gi, minlength=k)
+    lo = np.full(k, np.inf); hi = np.full(k, -np.inf)
+    const = np.zeros(k, bool)
+    for v in (x, y):
+        lo[:] = np.inf; hi[:] = -np.inf; np.minimum.at(lo, gi, v); np.maximum.at(hi, gi, v); const |= hi - lo == 0
+    bad = (cnt < 3) | const
+    if method == 'kendall':
+        o = np.argsort(gi, kind='stable'); st = np.cumsum(cnt) - cnt; m = cnt*(cnt - 1)//2
+        if m.sum() > _GROUP_MAX_PAIRS:
+            return np.array([np.nan if bad[j] else corr(x[gi == j], y[gi == j], method) for j in range(k)])
+        I, J, G = [], [], []
+        for s in np.unique(cnt[cnt >= 2]):                                 # all pairs within groups, by group size
+            iu, ju = np.triu_indices(s, 1); gs = np.flatnonzero(cnt == s)
+            I.append((st[gs][:, None] + iu).ravel()); J.append((st[gs][:, None] + ju).ravel()); G.append(np.repeat(gs, len(iu)))
+        I, J, G = (np.concatenate(a) if a else np.zeros(0, int) for a in (I, J, G))
+        sx = np.sign(x[o][I] - x[o][J]); sy = np.sign(y[o][I] - y[o][J])
+        S = np.bincount(G, sx*sy, k); dx = m - np.bincount(G, sx == 0, k); dy = m - np.bincount(G, sy == 0, k)
+        with np.errstate(invalid='ignore', divide='ignore'): r = S/np.sqrt(dx*dy)
+    else:
+        if method == 'spearman': x, y = _group_ranks(x, gi), _group_ranks(y, gi)
+        with np.errstate(invalid='ignore', divide='ignore'):
+            x = x - (np.bincount(gi, x, k)/cnt)[gi]; y = y - (np.bincount(gi, y, k)/cnt)[gi]
+            r = np.bincount(gi, x*y, k)/np.sqrt(np.bincount(gi, x*x, k)*np.bincount(gi, y*y, k))
+    r = np.clip(r, -1, 1); r[bad] = np.nan
+    return r
+
 @dataclass
 class Corr:
     "A correlation with the number of rows and, at summary level, of documents used."
@@ -101,16 +141,16 @@ def correlation(pred, # judge scores
     "Correlation between judge and human scores at a meta-evaluation level (SPEC §1)."
     _check_method(method)
     if level not in LEVELS: raise ValueError(f"level must be one of {LEVELS}, not {level!r}")
-    df = pd.DataFrame(dict(p=np.asarray(pred, dtype=float), h=np.asarray(human, dtype=float)))
-    if level == 'sample': return Corr(corr(df.p, df.h, method), int((df.p.notna() & df.h.notna()).sum()))
+    p, h = np.asarray(pred, dtype=float), np.asarray(human, dtype=float); keep = ~(np.isnan(p) | np.isnan(h))
+    if level == 'sample': return Corr(corr(p, h, method), int(keep.sum()))
     if level == 'summary':
         if doc is None: raise ValueError("summary level needs `doc` (the document of each row)")
-        df['g'] = np.asarray(doc); df = df.dropna(subset=['p', 'h'])
-        rs = [corr(g.p, g.h, method) for _, g in df.groupby('g', sort=False)]
-        used = [r for r in rs if np.isfinite(r)]
-        return Corr(float(np.mean(used)) if used else np.nan, len(df), len(used), len(rs))
+        gi, docs = pd.factorize(np.asarray(doc)[keep], sort=False)              # documents in order of appearance
+        rs = _group_corrs(p[keep][gi >= 0], h[keep][gi >= 0], gi[gi >= 0], len(docs), method)
+        used = rs[np.isfinite(rs)]
+        return Corr(float(np.mean(used)) if len(used) else np.nan, int(keep.sum()), len(used), len(rs))
     if system is None: raise ValueError("system level needs `system` (the system of each row)")
-    df['s'] = np.asarray(system); df = df.dropna(subset=['p', 'h'])
+    df = pd.DataFrame(dict(p=p[keep], h=h[keep], s=np.asarray(system)[keep]))
     m = df.groupby('s', sort=False)[['p', 'h']].mean()
     return Corr(corr(_tidy_means(m.p), _tidy_means(m.h), method), len(m))
 
@@ -197,27 +237,32 @@ def cluster_counts(n_docs:int, # documents (clusters)
                    n_boot:int=1000, seed:int=0,
                   )->np.ndarray: # (n_boot, n_docs) how often each document is drawn in each resample
     "The cluster bootstrap's draws: each resample draws `n_docs` documents with replacement (seeded; one stream for every statistic)."
-    return np.random.default_rng(seed).multinomial(n_docs, np.full(n_docs, 1/n_docs), size=n_boot)
+    return _cluster_counts(n_docs, n_boot, seed).copy()
+
+@functools.lru_cache(maxsize=16)
+def _cluster_counts(n_docs, n_boot, seed):        # a table's many statistics draw the same counts: drawn once
+    C = np.random.default_rng(seed).multinomial(n_docs, np.full(n_docs, 1/n_docs), size=n_boot); C.flags.writeable = False
+    return C
 
 def _boot_vals(pred, human, doc, system=None, method:str='spearman', level:str='sample', n_boot:int=1000, seed:int=0):
     "The statistic on each of the `n_boot` cluster-bootstrap resamples (NaN where undefined); None if there is nothing to resample."
     _check_method(method)
     if level not in LEVELS: raise ValueError(f"level must be one of {LEVELS}, not {level!r}")
-    df = pd.DataFrame(dict(p=np.asarray(pred, float), h=np.asarray(human, float), d=np.asarray(doc),
-                           s=np.asarray(system) if system is not None else 0)).dropna(subset=['p', 'h'])
-    docs, dix = np.unique(df.d.values, return_inverse=True)
-    if len(df) < 3 or len(docs) < 2: return None
+    p, h = np.asarray(pred, float), np.asarray(human, float); keep = ~(np.isnan(p) | np.isnan(h))   # rows with both scores
+    p, h, d = p[keep], h[keep], np.asarray(doc)[keep]
+    docs, dix = np.unique(d, return_inverse=True); dix = dix.ravel()
+    if len(p) < 3 or len(docs) < 2: return None
     C = cluster_counts(len(docs), n_boot, seed).astype(float)   # (B, D)
-    p, h = df.p.values, df.h.values
     if level == 'summary':
-        r = np.array([corr(p[dix == k], h[dix == k], method) for k in range(len(docs))])
+        r = _group_corrs(p, h, dix, len(docs), method)
         ok = np.isfinite(r)
         with np.errstate(invalid='ignore', divide='ignore'):
             return (C[:, ok] @ r[ok])/C[:, ok].sum(1)
-    if level == 'sample':
-        W = C[:, dix]
-        return _wkendall(p, h, W) if method == 'kendall' else _boot_sample(p, h, W, method)
-    sys_, six = np.unique(df.s.values, return_inverse=True)
+    if level == 'sample':                                       # resampled counts of each distinct (pred, human) pair
+        u, ip = np.unique(np.c_[p, h], axis=0, return_inverse=True)
+        M = np.zeros((len(docs), len(u))); np.add.at(M, (dix, ip.ravel()), 1); W = C @ M
+        return _wkendall(u[:, 0], u[:, 1], W) if method == 'kendall' else _boot_sample(u[:, 0], u[:, 1], W, method)
+    sys_, six = np.unique(np.asarray(system)[keep] if system is not None else np.zeros(len(p)), return_inverse=True); six = six.ravel()
     P = np.zeros((len(docs), len(sys_))); H = np.zeros_like(P); N = np.zeros_like(P)
     np.add.at(P, (dix, six), p); np.add.at(H, (dix, six), h); np.add.at(N, (dix, six), 1)
     with np.errstate(invalid='ignore', divide='ignore'):
@@ -239,6 +284,11 @@ def bootstrap_ci(pred, human, doc, system=None, method:str='spearman', level:str
     return (float(np.quantile(vals, a)), float(np.quantile(vals, 1 - a)), len(vals))
 
 # %% ../nbs/05_stats.ipynb #fad02829
+def _sorted_codes(v):
+    "Codes of v in sorted order (ranked as the values themselves; NaN stays NaN)."
+    c, _ = pd.factorize(v, sort=True)
+    return np.where(c < 0, np.nan, c) if (c < 0).any() else c
+
 def correlation_table(judgments:pd.DataFrame, # judgments (schema of judgelab.judgments), or a plain table item_id, dimension, score
                       dataset, # a dataset name or a `judgelab.data.Dataset`
                       methods=METHODS, levels=LEVELS,
@@ -250,6 +300,7 @@ def correlation_table(judgments:pd.DataFrame, # judgments (schema of judgelab.ju
     dataset = as_dataset(dataset); s = judgment_scores(as_judgments(judgments, dataset))
     hm = dataset.human_mean().reset_index().melt(id_vars='item_id', var_name='dimension', value_name='human')
     it = dataset.items[['item_id', 'doc_id', 'system']]
+    it = it.assign(doc_id=_sorted_codes(it.doc_id), system=_sorted_codes(it.system))   # the same resamples, cheaper to group
     rows = []
     for (judge, model, dim), g in s.groupby(['judge', 'model', 'dimension'], sort=False):
         if dims is not None and dim not in dims: continue

@@ -18,10 +18,11 @@ from .report import write_outputs_index
 
 
 # %% auto #0
-__all__ = ['LIB', 'SNAKEFILE', 'THREAD_VARS', 'ConfigError', 'load_yaml_lines', 'workdir', 'slug', 'Run', 'assign_ids', 'Sweep',
-           'parse_assignments', 'load_sweep', 'code_inputs', 'rule_spec', 'RunResult', 'thread_budget', 'thread_env',
-           'code_version', 'execute_run', 'failed_notebook', 'execute_rule', 'snakemake_command', 'prune_metadata',
-           'SweepLocked', 'unlock', 'run_sweep', 'summary_table', 'format_summary', 'dry_run']
+__all__ = ['LIB', 'SNAKEFILE', 'THREAD_VARS', 'PAPERMILL_MAIN', 'ConfigError', 'load_yaml_lines', 'workdir', 'slug', 'Run',
+           'assign_ids', 'Sweep', 'parse_assignments', 'load_sweep', 'code_inputs', 'rule_spec', 'RunResult',
+           'thread_budget', 'thread_env', 'code_version', 'execute_run', 'failed_notebook', 'execute_rule',
+           'snakemake_command', 'prune_metadata', 'SweepLocked', 'unlock', 'run_sweep', 'summary_table',
+           'format_summary', 'dry_run']
 
 # %% ../nbs/12_sweep.ipynb #c8b4891f
 class ConfigError(ValueError): "A sweep file that cannot run; the message names the file and line."
@@ -498,6 +499,12 @@ def thread_env(threads:int, environ=None)->dict:
     environ = os.environ if environ is None else environ
     return {v: environ.get(v) or str(threads) for v in THREAD_VARS}
 
+# papermill's command line without two optional imports that no run uses and that cost seconds at every start:
+# jsonschema's IRI format checker (rfc3987_syntax builds a parser on import; nbformat checks no formats) and papermill's
+# HDFS handler (pyarrow). A None entry in sys.modules makes their import fail, which both libraries handle.
+PAPERMILL_MAIN = ("import sys; sys.modules.update(dict.fromkeys(('rfc3987_syntax', 'pyarrow'))); "
+                  "from papermill.cli import papermill; papermill(prog_name='papermill')")
+
 def code_version(r:Run)->str:
     "sha256 (12 characters) of the library modules the run's template imports: the code that made its outputs."
     return hashlib.sha256(''.join(sha256_file(f) for f in code_inputs(r.template)).encode()).hexdigest()[:12]
@@ -512,7 +519,7 @@ def execute_run(r:Run, kernel:str='judgelab', timeout:float|None=None,
         yaml.safe_dump(r.parameters, f); pfile = f.name
     # paths relative to the repository root where possible: executed notebooks are committed and read elsewhere
     tpl = str(r.template) if resource_name(r.template) else _show(r.template)  # an installed template: its own path
-    cmd = [sys.executable, '-m', 'papermill', tpl, _show(r.notebook), '-f', pfile, '-k', _kernel(kernel),
+    cmd = [sys.executable, '-c', PAPERMILL_MAIN, tpl, _show(r.notebook), '-f', pfile, '-k', _kernel(kernel),
            '--cwd', str(Path(tpl).parent), '--log-level', 'WARNING', '--no-progress-bar']
     if timeout: cmd += ['--execution-timeout', str(int(timeout))]
     env = {**os.environ, 'JUDGELAB_ROOT': str(paths.root),  # the kernel starts in the template's folder, outside an installed judgelab's root

@@ -52,6 +52,17 @@ def test_bad_input_fails_before_generation(tmp_path):
         with pytest.raises(RequestError): b.generate([Request(msgs('ok'))]*2 + [Request(msgs('x'), **bad)])
     assert b.last.get('generated', 0) == 0
 
+def test_llama_threads_env_empty_means_unset_and_bad_values_are_clear_errors(monkeypatch):
+    # an empty JUDGELAB_LLAMA_THREADS (e.g. `JUDGELAB_LLAMA_THREADS= make ...`) crashed with int('')
+    from judgelab.backends import LlamaCppBackend
+    for v in ('', '  ', '0'):
+        monkeypatch.setenv('JUDGELAB_LLAMA_THREADS', v); assert LlamaCppBackend().n_threads == (os.cpu_count() or 1)
+    monkeypatch.setenv('JUDGELAB_LLAMA_THREADS', ' 3 '); assert LlamaCppBackend().n_threads == 3
+    assert LlamaCppBackend(n_threads=2).n_threads == 2                         # an explicit argument wins
+    for v in ('two', '-1', '1.5'):
+        monkeypatch.setenv('JUDGELAB_LLAMA_THREADS', v)
+        with pytest.raises(ValueError, match='JUDGELAB_LLAMA_THREADS must be a positive integer'): LlamaCppBackend()
+
 # ---- a real llama.cpp server on 127.0.0.1 -------------------------------------------------------------
 
 def free_port():

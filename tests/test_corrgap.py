@@ -192,3 +192,47 @@ def test_strata_masks_pick_exactly_half_of_each_stratum_per_row():
     M = _strata_masks(members, sizes, 500, np.random.default_rng(1), 40, False)
     for mem, s in zip(members, sizes): assert (M[:, mem].sum(1) == s).all()
     assert not (M[:, mem] == M[0, mem]).all()                    # rows differ (random subsets)
+
+def _split_by_expanding(W, t, o, ids, control, bins):
+    "Reference for `split_counts`: expand each resample into copies and count each item's copies in split_groups' L and H."
+    KL, KH = np.zeros_like(W), np.zeros_like(W)
+    for b, w in enumerate(W):
+        ix = np.repeat(np.arange(len(t)), w)
+        lab = bins[ix] if isinstance(bins, np.ndarray) else bins
+        g = split_groups(t[ix], o[ix], ids[ix]*10**6 + np.arange(len(ix)), control, lab)
+        KL[b] = np.bincount(ix[g['L']], minlength=len(t)); KH[b] = np.bincount(ix[g['H']], minlength=len(t))
+    return KL, KH
+
+@pytest.mark.parametrize('seed', range(6))
+def test_split_counts_copies_equal_expanded_split_with_ties_across_categories(seed):
+    # few distinct means (2-3 values each): many (gt_t, gt_o) categories share D, so the cut run spans several
+    # categories, merged by id in both directions (H: ascending id, L: the last copies); per-item stratum labels
+    # with shuffled ids (labels follow their items: before the per-category split they were applied in id order)
+    rng = np.random.default_rng(seed); n = 40
+    t = rng.integers(1, 3 + seed % 2, n).astype(float); o = rng.integers(1, 4, n).astype(float)
+    ids = rng.permutation(n)*3 + 5; labels = rng.integers(0, 3, n)
+    W = rng.integers(0, 4, (12, n)); W[0] = 1
+    for control, bins in [(True, 'exact'), (False, 'exact'), (True, 'round'), (True, labels)]:
+        got = split_counts(W, t, o, ids, control, bins)
+        ref = _split_by_expanding(W, t, o, ids, control, bins)
+        assert np.array_equal(got[0], ref[0]) and np.array_equal(got[1], ref[1]), (control, bins)
+
+@pytest.mark.parametrize('xkind', ['continuous', 'continuous_with_ties', 'discrete'])
+def test_spearman_engine_rank_compression_equals_uncompressed_and_scipy(xkind):
+    # continuous predictions are read in x order (no per-item runs); pairs are counted when few: both equal per-mask ranking
+    from judgelab.corrgap import _SpearmanGaps
+    rng = np.random.default_rng(3); n = 120
+    y = rng.integers(2, 11, n)/2
+    x = {'continuous': rng.normal(size=n), 'continuous_with_ties': np.round(rng.normal(size=n), 1),
+         'discrete': rng.integers(1, 6, n).astype(float)}[xkind]
+    M = rng.random((60, n)) < 0.5; M[0] = False; M[0, :2] = True                # row 0: a 2-item group (NaN)
+    W = rng.integers(0, 3, (30, n)).astype(float)
+    per_item, per_pair = _SpearmanGaps(x, y, max_pairs=0), _SpearmanGaps(x, y, max_pairs=10**9)
+    assert not per_item.compress and per_pair.compress
+    a, b = per_item(M), per_pair(M)
+    ref = np.array([corr(x[m], y[m]) - corr(x[~m], y[~m]) for m in M])
+    np.testing.assert_allclose(a, ref, atol=1e-12, rtol=0); np.testing.assert_allclose(b, ref, atol=1e-12, rtol=0)
+    assert np.isnan(a[0]) and np.isnan(b[0])
+    wa, wb = per_item._r(per_item.counts(W)), per_pair._r(per_pair.counts(W))
+    wref = [corr(np.repeat(x, w.astype(int)), np.repeat(y, w.astype(int))) for w in W]  # copies are tied items
+    np.testing.assert_allclose(wa, wref, atol=1e-12, rtol=0); np.testing.assert_allclose(wb, wref, atol=1e-12, rtol=0)
