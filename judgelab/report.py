@@ -232,6 +232,7 @@ def display_names(df:pd.DataFrame, # a table with judgelab's ids
                   dataset:str|None=None, # the dataset of every row, where the table has no `dataset` column
                  )->pd.DataFrame:
     "`df` as a paper shows it: judges by `judge_label`, datasets by `dataset_label`, dimensions by `dim_label`."
+    if dataset is not None and not isinstance(dataset, str): dataset = D.get_spec(dataset).name   # a loaded Dataset
     out = judge_names(df).copy()
     ds = df['dataset'] if 'dataset' in df else pd.Series(dataset, index=df.index)
     for c in DIM_COLUMNS:
@@ -297,6 +298,7 @@ def save_table(df:pd.DataFrame, # the table
                max_cols:int=8, # columns per tabular in the .tex
               )->list: # paths written
     "Write `df` as csv (full precision), md (judges by name) and booktabs tex, and record them (and the caption) in the manifest."
+    if dataset is not None and not isinstance(dataset, str): dataset = D.get_spec(dataset).name   # a loaded Dataset
     out = Path(out_dir or paths.tables); out.mkdir(parents=True, exist_ok=True)
     csv, md, tex = out/f'{name}.csv', out/f'{name}.md', out/f'{name}.tex'
     df.to_csv(csv, index=index)
