@@ -58,7 +58,7 @@ def test_site_has_every_page_and_artifact(built):
             assert f'href="{png}"' in index and (built/png).exists(), png
     # the findings the runs wrote in prose, the headline tables, the citation and where the evidence comes from
     assert 'CorrGap findings' in index and 'the audit in one line' in index
-    assert '@software{judgelab2026,' in index and 'pipeline check' in index and 'SmolLM2-135M-Instruct' in index
+    assert '@software{judgelab,' in index and 'pipeline check' in index and 'SmolLM2-135M-Instruct' in index
 
 def test_long_tables_are_collapsed_and_cut(built):
     index = (built/'index.html').read_text()
