@@ -574,7 +574,7 @@ def _findings_html(c, max_rows:int)->str:
     order = {r['id']: i for i, r in enumerate(c.runs)}
     def synthesis_first(a):
         return (not any(k.startswith(f'outputs/{c.sweep}/') and not k.startswith(f'outputs/{a["run"]}/') for k in a['row'].get('inputs') or {}), order[a['run']])
-    texts = sorted((a for a in c.arts if a['kind'] == 'text'), key=synthesis_first)
+    texts = sorted((a for a in c.arts if a['kind'] == 'text'), key=lambda a: (a['name'] != 'findings', *synthesis_first(a)))   # the findings run's summary first
     heads = [a for a in c.arts if a['kind'] == 'table' and 'headline' in a['name']]
     b = ['<h2 id="findings">Findings</h2><div class="findings">']
     if not texts and not heads: b.append('<p class="meta">No run wrote findings.</p>')
