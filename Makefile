@@ -8,7 +8,7 @@ RUNS := papermill_runs
 # portable CPU build of llama.cpp (AVX2/FMA/F16C), as verified on these machines
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 
-.PHONY: help venv data reproduce overview synthetic audit agreement judges paper test check-sync nbtest pytest export readme lab site bench bench-all clean-venv dist tools citation
+.PHONY: help venv data browser reproduce overview synthetic audit agreement judges paper test check-sync nbtest pytest export readme lab site bench bench-all clean-venv dist tools citation
 
 help:
 	@echo "make reproduce  - set up .venv, fetch + verify data, run the main job (judgelab sweep configs/embedded.yaml) into outputs/"
@@ -69,8 +69,17 @@ check-sync: venv
 nbtest: venv data
 	JUDGELAB_OUTPUTS=$(CURDIR)/outputs/tmp/nbtest JUDGELAB_LLAMA_THREADS=1 $(BIN)/nbdev_test --n_workers 2
 
-pytest: venv data tools
+pytest: venv data tools browser
 	$(BIN)/python -m pytest -q tests
+
+# tests/test_site.py opens the built site in headless Chromium: Debian's chromium and chromium-driver, installed when
+# missing (apt; sudo when not root)
+browser:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+	  SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO="sudo"; start=$$(date +%s); \
+	  echo "Installing Debian's chromium and chromium-driver for tests/test_site.py"; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null \
+	    && echo "installed chromium and chromium-driver in $$(( $$(date +%s) - start )) s"; fi
 
 test: check-sync nbtest pytest
 
