@@ -44,7 +44,7 @@ FORCE ?=
 reproduce: venv data
 	$(BIN)/judgelab sweep $(SWEEP) -j $(JOBS) $(if $(FORCE),--force)
 	$(BIN)/judgelab readme
-	@echo "Done: executed notebooks in $(RUNS)/, tables in outputs/tables/, figures in outputs/figures/, index in outputs/README.md"
+	@echo "Done: executed notebooks in $(RUNS)/, each run's tables, figures and manifest in outputs/<run id>/, index in outputs/README.md (make site: the website)"
 
 # One experiment of the main job at a time (same runs, same skipping)
 overview: venv data ; $(BIN)/judgelab sweep $(SWEEP) --only data_overview
