@@ -1,5 +1,5 @@
 "The browsable compendium (`make site`): built from the committed outputs/ and papermill_runs/, read in headless Chromium."
-import hashlib, io, json, re, shutil, tempfile, time
+import hashlib, html, io, json, re, shutil, tempfile, time
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -77,8 +77,10 @@ def test_provenance_of_an_artifact(built):
 
 def test_figure_captions_come_from_the_notebooks(built):
     index = (built/'index.html').read_text()
-    # no manifest row has a caption today: the markdown cell above the saving cell gives it
-    assert 'The raw material of inter-dimension dependence' in index
+    # the main job writes each figure's caption into its manifest row; the site shows that caption
+    rows = [json.loads(l) for l in (ROOT/'outputs/embedded/data_overview/manifest.jsonl').read_text().splitlines()]
+    cap = next(r['caption'] for r in rows if 'outputs/embedded/data_overview/figures/dimension_correlations.png' in r['artifacts'])
+    assert cap.startswith('Spearman correlation between the human means') and html.escape(cap, quote=False) in index
     assert re.search(r'href="runs/embedded/data_overview\.html#cell-id=[0-9a-f]+"', index)
 
 # ---- offline, relative, this machine nowhere ----
