@@ -112,16 +112,18 @@ class GenerationCache:
             warnings.warn(f"generation cache {self.path}: {len(bad)} stored row(s) failed verification and are treated as misses "
                           f"(regenerated, then replaced): " + '; '.join(f'{k[:16]}: {w}' for k, w in list(bad.items())[:5]) + (' ...' if len(bad) > 5 else ''))
         return out
-    def put(self, key:str, model:str, request:Request, choice:Choice, backend:str=''):
-        "Store one sample (first write wins; a row that failed verification is replaced)."
+    def put(self, key:str, model:str, request:Request, choice:Choice, backend:str='')->Choice|None:
+        "Store one sample (first write wins; a row that failed verification is replaced). Returns the stored sample when another writer stored this key first (the cache is the record: use it), else None."
         if self.read_only: raise PermissionError(f"the generation cache {self.path} is read-only: it can replay, not store (copy it somewhere writable)")
         req = canonical_json(dict(messages=request.messages, sampling=request.sampling(), seed=request.seed, sample=choice.sample))
         ch = choice.to_json(); verb = 'INSERT OR REPLACE' if key in self.rejected else 'INSERT OR IGNORE'
         with self._guard():
-            self.conn().execute(f'{verb} INTO generations VALUES (?, ?, ?, ?, ?, ?, ?)',
-                                (key, model, req, ch, backend, datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
-                                 row_checksum(key, model, req, ch)))
+            cur = self.conn().execute(f'{verb} INTO generations VALUES (?, ?, ?, ?, ?, ?, ?)',
+                                      (key, model, req, ch, backend, datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
+                                       row_checksum(key, model, req, ch)))
+            lost = cur.rowcount == 0        # ignored: another process stored this key since the lookup
         self.rejected.pop(key, None)
+        return self.get_many([key]).get(key) if lost else None
     def close(self):
         "Fold the write-ahead log into the file and close this thread's connection (before copying the file elsewhere)."
         c = getattr(self._local, 'c', None)
@@ -192,7 +194,12 @@ class CachedBackend(Backend):
         found = self.cache.get_many(keys.values())
         for j in jobs:
             if keys[j.index] in found: got[j.index] = Choice(**{**found[keys[j.index]].__dict__})
-        missing = [j for j in jobs if j.index not in got]
+        missing, first, twins = [], {}, {}      # a request repeated within the batch is generated once and shared
+        for j in jobs:
+            if j.index in got: continue
+            k = keys[j.index]
+            if k in first: twins.setdefault(first[k], []).append(j.index)
+            else: first[k] = j.index; missing.append(j)
         self.last = dict(requests=len(requests), samples=len(jobs), hits=len(jobs) - len(missing), misses=len(missing), generated=0, failed=0)
         if missing and self.mode == 'replay':
             ex = '\n'.join(f"  - {keys[j.index][:16]} sample {j.sample}: {j.request.messages[-1]['content'][:80]!r}" for j in missing[:10])
@@ -201,10 +208,13 @@ class CachedBackend(Backend):
         try:
             if missing:
                 for idx, ch in self.inner.run_jobs(missing, progress):
-                    j = jobs[idx]; ch.sample = j.sample; ch.key = keys[idx]; got[idx] = ch
-                    if ch.error: self.last['failed'] += 1; continue       # a refused request: on its row, not in the cache
-                    self.cache.put(keys[idx], model, j.request, ch, self.inner.name)
-                    self.last['generated'] += 1
+                    j = jobs[idx]; ch.sample = j.sample; ch.key = keys[idx]
+                    if ch.error: self.last['failed'] += 1       # a refused request: on its row, not in the cache
+                    else:
+                        ch = self.cache.put(keys[idx], model, j.request, ch, self.inner.name) or ch   # another writer's sample if it came first
+                        self.last['generated'] += 1
+                    got[idx] = ch
+                    for t in twins.get(idx, ()): got[t] = Choice(**{**ch.__dict__, 'cached': not ch.error})
         except BaseException as e:
             done = self.last['generated']
             raise BackendError(f"generation failed after {done} of {len(missing)} missing samples were generated and cached "

@@ -114,7 +114,7 @@ def geval_labels(dim)->list:
 
 def _label_pattern(labels=())->str:
     "A field label, as a regex: the dimension's names (then optionally 'score'/'rating'), 'score', 'rating', 'final score', ..."
-    names = sorted({re.sub(r'[\s_]+', ' ', l).strip() for l in labels if l and l.strip()}, key=len, reverse=True)
+    names = sorted({re.sub(r'[\s_]+', ' ', l).strip() for l in labels if l and l.strip()}, key=lambda n: (-len(n), n))   # longest first; a fixed order (a set's is per process)
     alt = '|'.join(r'\s++'.join(map(re.escape, n.split(' '))) for n in names)
     dim = rf'(?:{alt})(?:\s++(?:score|rating))?+|' if alt else ''
     return rf'(?<![\w])(?:{dim}{_GENERIC_LABEL})\**+\s*+(?:\(\s*+\d++\s*+(?:-|–|to)\s*+\d++\s*+\)\s*+)?+\**+\s*+[:=]\s*+\**+\s*+'
