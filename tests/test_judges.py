@@ -73,3 +73,32 @@ def test_judgments_feed_the_statistics(backend):
     j = run('analyze_rate', ds, backend, dims=['groundedness'], n_items=3, max_tokens=32, progress=False)
     ct = correlation_table(j, ds, n_boot=10)
     assert set(ct.level) == {'sample', 'summary', 'system'} and (ct.n <= 3).all()
+
+_SAME_RUN = """
+import sys
+from judgelab import data as D
+from judgelab.methods import run
+from judgelab.models import get_backend
+sys.path.insert(0, sys.argv[3]); from test_judges import OPTS
+ds = D.load('topical_chat'); b = get_backend(cache=sys.argv[1], mode=sys.argv[2])
+for m in sorted(OPTS):
+    opts = dict(OPTS[m], **(dict(others=['coherence', 'naturalness']) if m == 'dimcheck' else {}))
+    if m == 'decomposition': opts.update(variant='l1_agnostic', k_generic=2)   # the same question for every dimension
+    run(m, ds, b, dims=['engagingness', 'coherence'], items=ds.items.item_id[:1].tolist(), progress=False, **opts)
+print(b.stats)
+"""
+
+def test_a_rerun_in_another_process_is_answered_by_the_cache(tmp_path, outputs):
+    """Every method's requests are the same in a new process (Python randomises set and str-hash order per process):
+    a run with another PYTHONHASHSEED replays the first run's cache without a single miss. 'engagingness' has names that
+    differ only in case ('Engaging', 'engaging'), which once made G-Eval's stop pattern differ between processes."""
+    import os, subprocess, sys
+    from pathlib import Path
+    cache, here = tmp_path/'c.sqlite', str(Path(__file__).parent)
+    def go(seed, mode):
+        r = subprocess.run([sys.executable, '-c', _SAME_RUN, str(cache), mode, here], capture_output=True, text=True, timeout=900,
+                           env={**os.environ, 'PYTHONHASHSEED': str(seed), 'JUDGELAB_OUTPUTS': str(outputs)})
+        assert r.returncode == 0, r.stderr[-3000:]
+        return r.stdout
+    assert "'generated': 0" not in go(0, 'readwrite')
+    for seed in (1, 2): assert "'misses': 0" in go(seed, 'replay')    # replay mode raises CacheMissError on any miss
