@@ -2,7 +2,7 @@
 DimCheck rescoring re-runs the unchanged evaluation prompt with the edited analysis as the start of the answer, the
 no-thinking ablation switches the model's own thinking off on vLLM and OpenAI-compatible servers, a reply without the
 edit marker is a restart and then a counted failure."""
-import json, re, types
+import hashlib, json, re, types
 import pytest
 from judgelab import backends as B
 from judgelab.llm import Request, Job, Choice
@@ -54,7 +54,8 @@ def test_dimcheck_over_a_server_no_thinking_edits_and_a_prefilled_rescoring(tmp_
         last = body['messages'][-1]
         if body.get('continue_final_message'): return ok(' 1')
         if 'Remove from the analysis' in last['content']: return ok('Edited analysis: It reads naturally.')
-        return ok('Analysis: It reads naturally. It is engaging.\nRating: 2')
+        # each item's analysis its own (two equal edit requests would be one request: a batch generates a key once)
+        return ok(f"Analysis: It reads naturally. It is engaging (item {hashlib.sha256(last['content'].encode()).hexdigest()[:8]}).\nRating: 2")
     srv, seen = scripted(reply)
     try:
         tc = load('topical_chat')
