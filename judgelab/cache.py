@@ -192,13 +192,11 @@ class CachedBackend(Backend):
         keys = {j.index: request_key(model, j.request, j.sample) for j in jobs}
         got = {}
         found = self.cache.get_many(keys.values())
-        for j in jobs:
-            if keys[j.index] in found: got[j.index] = Choice(**{**found[keys[j.index]].__dict__})
         missing, first, twins = [], {}, {}      # a request repeated within the batch is generated once and shared
         for j in jobs:
-            if j.index in got: continue
             k = keys[j.index]
-            if k in first: twins.setdefault(first[k], []).append(j.index)
+            if k in found: got[j.index] = Choice(**{**found[k].__dict__})
+            elif k in first: twins.setdefault(first[k], []).append(j.index)
             else: first[k] = j.index; missing.append(j)
         self.last = dict(requests=len(requests), samples=len(jobs), hits=len(jobs) - len(missing), misses=len(missing), generated=0, failed=0)
         if missing and self.mode == 'replay':
