@@ -19,10 +19,10 @@ from .report import write_outputs_index
 
 # %% auto #0
 __all__ = ['LIB', 'SNAKEFILE', 'THREAD_VARS', 'PAPERMILL_MAIN', 'ConfigError', 'load_yaml_lines', 'workdir', 'slug', 'Run',
-           'assign_ids', 'Sweep', 'parse_assignments', 'load_sweep', 'code_inputs', 'rule_spec', 'RunResult',
-           'thread_budget', 'thread_env', 'code_version', 'execute_run', 'failed_notebook', 'execute_rule',
-           'snakemake_command', 'prune_metadata', 'SweepLocked', 'unlock', 'run_sweep', 'summary_table',
-           'format_summary', 'dry_run']
+           'assign_ids', 'variant_name', 'check_nesting', 'Sweep', 'parse_assignments', 'load_sweep', 'code_inputs',
+           'rule_spec', 'RunResult', 'thread_budget', 'thread_env', 'code_version', 'execute_run', 'failed_notebook',
+           'execute_rule', 'snakemake_command', 'prune_metadata', 'foreign_results', 'SweepLocked', 'unlock',
+           'run_sweep', 'summary_table', 'format_summary', 'dry_run']
 
 # %% ../nbs/12_sweep.ipynb #c8b4891f
 class ConfigError(ValueError): "A sweep file that cannot run; the message names the file and line."
@@ -179,8 +179,23 @@ def assign_ids(runs:list, # the runs of one experiment, in file order
             r.id = f'{sweep}/{exp}/{name}'
     return runs
 
+def variant_name(changed:dict, # the parameters a `--set` changes in a run, with their new values
+                )->str:
+    "The suffix that marks a run changed by `--set`: 'set-' then the short `key-value`s and a 6-character hash of the rest."
+    fits = lambda v: len(slug(v)) <= 24 and not isinstance(v, dict)
+    short = [f'{k}-{slug(v)}' for k, v in sorted(changed.items()) if fits(v)]
+    rest = {k: v for k, v in changed.items() if not fits(v)}
+    return 'set-' + '__'.join(short + ([_hash(rest)] if rest else []))
+
+def check_nesting(ids:list)->None:
+    "A `ConfigError` when one run's folder would hold another run's (Snakemake clears a run's folder before it runs it)."
+    ids = sorted(set(ids))
+    for a, b in zip(ids, ids[1:]):
+        if b.startswith(a + '/'): raise ConfigError(f"run {a!r} would write outputs/{a}/, which holds the folder of run {b!r}")
+
 
 # %% ../nbs/12_sweep.ipynb #09ae90d8
+_UNSET = object()
 _TOP = {'name', 'description', 'defaults', 'experiments', 'kernel'}
 _EXP = {'template', 'parameters', 'grid', 'needs', 'inputs', 'description'}
 _TYPES = dict(str=(str,), int=(int,), float=(int, float), bool=(bool,), list=(list,), dict=(dict,))
@@ -195,6 +210,7 @@ class Sweep:
     description: str = ''
     overrides: dict = field(default_factory=dict) # `--set` values (the Snakefile reloads the sweep with them)
     match: dict = field(default_factory=dict) # `--match` values
+    every: list = field(default_factory=list) # every run of the file, selected by --match or not (the runs `needs` reads)
     def __len__(self): return len(self.runs)
     def experiments(self)->list: return list(dict.fromkeys(r.experiment for r in self.runs))
 
@@ -273,6 +289,7 @@ def load_sweep(path:str|Path, # the sweep file
     defaults = cfg.get('defaults') or {}
     if not isinstance(defaults, dict): err(('defaults',), "'defaults' must be a mapping of parameter -> value")
     used_defaults, runs, by_nb, seen_values = set(), [], {}, {}
+    every, kept, changed = [], {}, {}  # every run of the file (before --match), which are kept, what --set changed
     sweep_name = str(cfg.get('name') or path.stem)
     if not re.fullmatch(r'[A-Za-z0-9_.-]+', sweep_name) or sweep_name in ('.', '..'): err(('name',), f"sweep name {sweep_name!r}: use letters, digits, '_', '-', '.'")
     for ename, e in exps.items():
@@ -324,11 +341,11 @@ def load_sweep(path:str|Path, # the sweep file
         for gi, g in enumerate(grids):
             gat = at + ('grid',) + ((gi,) if isinstance(e.get('grid'), list) else ())
             for combo in _expand(g):
-                params = {**{k: v for k, v in defaults.items() if k in declared}, **fixed, **combo,
-                          **{k: v for k, v in overrides.items() if k in declared}}
-                for k in match:
-                    if k in declared: seen_values.setdefault(k, []).append(params.get(k))
-                if any(k in declared and params.get(k) != v for k, v in match.items()): continue
+                own = {**{k: v for k, v in defaults.items() if k in declared}, **fixed, **combo}  # the file's parameters
+                params = {**own, **{k: v for k, v in overrides.items() if k in declared}}
+                for k in match:   # --match selects by the file's values (before --set)
+                    if k in declared: seen_values.setdefault(k, []).append(own.get(k, tdefaults.get(k)))
+                keep = not any(k in declared and own.get(k, tdefaults.get(k)) != v for k, v in match.items())
                 case_i = next((i for i, c in enumerate(g.get('cases') or []) if all(combo.get(a) == b for a, b in c.items())), None)
                 for k, v in params.items():
                     where = gat + (k,) if k in combo else (at + ('parameters', k) if k in fixed else ('defaults', k))
@@ -345,13 +362,21 @@ def load_sweep(path:str|Path, # the sweep file
                     if isinstance(m, dict) and m.get('dims') and isinstance(params.get('dataset'), str):
                         bad = [x for x in m['dims'] if x not in D.get_spec(params['dataset']).dim_names]
                         if bad: err(gat, f"method {m.get('method')!r}: dimension(s) {bad} not in {params['dataset']}")
-                exp_runs.append(Run(ename, tpl, params, '', inputs, needs, line(gat), tdefaults))
-                run_at[id(exp_runs[-1])] = gat
-        if not exp_runs and not match: err(at + ('grid',), f"experiment {ename!r} expands to no run (an empty grid)")
+                exp_runs.append(Run(ename, tpl, own, '', inputs, needs, line(gat), tdefaults))
+                run_at[id(exp_runs[-1])] = gat; kept[id(exp_runs[-1])] = keep
+        if not exp_runs: err(at + ('grid',), f"experiment {ename!r} expands to no run (an empty grid)")
+        # a run's id comes from the file's own parameters over the whole grid: --match and --only never change it
         assign_ids(exp_runs, sweep_name)
-        if needs and 'runs' in declared:   # the runs it reads: every run of the experiments it needs
-            ups = [r.id for r in runs if r.experiment in needs]
+        for r in exp_runs:   # a --set that changes a run's parameters makes it a variant with its own folder
+            r_changed = {k: v for k, v in overrides.items() if k in declared and k not in _NOT_IN_ID and r.effective.get(k, _UNSET) != v}
+            r.parameters = {**r.parameters, **r_changed}
+            changed[r.id] = {**r_changed, **{k: v for u in every if u.experiment in needs for k, v in changed.get(u.id, {}).items()}}
+            if changed[r.id]: r.id += '__' + variant_name(changed[r.id])
+        if needs and 'runs' in declared:   # the runs it reads: every run of the experiments it needs, selected or not
+            ups = [u.id for u in every if u.experiment in needs]
             for r in exp_runs: r.parameters.setdefault('runs', ups)
+        every += exp_runs
+        exp_runs = [r for r in exp_runs if kept[id(r)]]
         for r in exp_runs:
             if r.notebook in by_nb:
                 err(run_at[id(r)], f"two runs of {ename!r} would write {_show(r.notebook)}: {by_nb[r.notebook].parameters} and {r.parameters}")
@@ -360,12 +385,13 @@ def load_sweep(path:str|Path, # the sweep file
         if k in seen_values and v not in seen_values[k]:
             raise ConfigError(f"{shown}: --match {k}={v!r} selects no run; the runs have {k} in {list(dict.fromkeys(map(str, seen_values[k])))}")
     if not runs: raise ConfigError(f"{shown}: the sweep has no runs")
+    check_nesting([r.id for r in every])
     for k in defaults:
         if k not in used_defaults: err(('defaults', k), f"default {k!r} is not a parameter of any template in this sweep")
     for k in list(overrides) + list(match):
         if not any(k in pm.inspect_notebook(str(_own(paths.root/e['template'], e['template']))) for e in exps.values()):
             raise ConfigError(f"{shown}: --set/--match {k!r} is not a parameter of any template in this sweep")
-    return Sweep(path, sweep_name, runs, str(cfg.get('kernel') or 'judgelab'), str(cfg.get('description') or ''), overrides, match)
+    return Sweep(path, sweep_name, runs, str(cfg.get('kernel') or 'judgelab'), str(cfg.get('description') or ''), overrides, match, every)
 
 # %% ../nbs/12_sweep.ipynb #51c58ffc
 LIB = Path(D.__file__).parent  # the judgelab package
@@ -438,7 +464,9 @@ def rule_spec(r:Run, sweep:Sweep)->dict:
             if f.exists(): files.append(f)
     for pat in r.inputs:
         files += sorted(Path(f) for f in glob.glob(str(_resolve(pat)), recursive=True) if Path(f).is_file())
-    files += [u.notebook for u in sweep.runs if u.experiment in r.needs]
+    # the runs it reads: those this call selects, and the others' notebooks that exist (a --match leaves them as they are)
+    selected = {u.id for u in sweep.runs}
+    files += [u.notebook for u in (sweep.every or sweep.runs) if u.experiment in r.needs and (u.id in selected or u.notebook.exists())]
     return dict(rule=r.rule, input=_wd_all(dict.fromkeys(files)), notebook=_wd(r.notebook), folder=_wd(r.out_dir),
                 log=_wd(r.log), resources=r.resources,
                 parameters=json.dumps(r.parameters, sort_keys=True, default=str))
@@ -631,6 +659,12 @@ def prune_metadata()->list:
         if not p.exists(): f.unlink(); gone.append(target)
     return gone
 
+def foreign_results(r:Run)->list:
+    "Other runs' results inside a run's folders: a run folder (one with a manifest) below its output folder, or executed notebooks below `papermill_runs/<id>/`."
+    found = sorted(p.parent for p in r.out_dir.glob('*/**/manifest.jsonl')) if r.out_dir.is_dir() else []
+    nbs = paths.runs/r.id
+    return found + (sorted(nbs.glob('**/*.ipynb')) if nbs.is_dir() else [])
+
 class SweepLocked(RuntimeError): "Snakemake's lock on the working directory is held (a running sweep, or a killed one's leftover)."
 
 def unlock(sweep:Sweep|str|Path)->None:
@@ -650,6 +684,10 @@ def run_sweep(sweep:Sweep|str|Path, jobs:int=1, force:bool=False, only:list|None
     if locks.exists() and any(locks.iterdir()):
         raise SweepLocked(f"{_show(workdir())} is locked by Snakemake: another sweep is running there, or one was killed and left its lock. "
                           f"If none is running: judgelab sweep {_show(sweep.path)} --unlock")
+    for r in runs:
+        if found := foreign_results(r):
+            raise ConfigError(f"run {r.id} would clear {_show(r.out_dir)}, which holds results of other runs "
+                              f"({', '.join(map(_show, found[:3]))}{', ...' if len(found) > 3 else ''}); nothing was run or deleted")
     cmd = snakemake_command(sweep, jobs, only, force, executor=executor, profile=profile, gpus=gpus, timeout=timeout,
                             progress=progress, extra=extra)
     t0 = time.time() - 1

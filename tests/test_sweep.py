@@ -278,3 +278,27 @@ def test_committed_main_job_is_current():
     assert r.returncode == 0, r.stdout + r.stderr
     lines = [l.split() for l in r.stdout.splitlines() if l.split()[1:2] and l.split()[1].startswith('embedded/')]
     assert lines and all(f[2] == 'done' for f in lines), r.stdout
+
+def test_filtered_and_overridden_sweep_keeps_every_run_id_and_deletes_nothing(repo):
+    "The README's 'own server' command shape (--only, --match, --set) once collapsed the run id to `s/judge`, the parent of the committed run folders, which Snakemake then emptied."
+    template(repo/'nbs'/'experiments'/'t_judge.ipynb', JUDGE[0] + "\nbase_url: str = ''", JUDGE[1])
+    cfg = repo/'s.yaml'; cfg.write_text(SWEEP)
+    assert sweep(repo, cfg, '--only', 'judge', '--no-progress').returncode == 0
+    before = {p: p.read_bytes() for p in (repo/'outputs'/'s'/'judge').rglob('*') if p.is_file()}
+    r = sweep(repo, cfg, '--only', 'judge', '--match', 'n_items=1', '--no-progress')   # a filter alone: the same id, current
+    assert r.returncode == 0 and '1 runs: 0 ran, 1 already done' in r.stdout, r.stdout + r.stderr
+    r = sweep(repo, cfg, '--only', 'judge', '--match', 'n_items=1', '--set', 'backend=openai', '--set', 'base_url=http://127.0.0.1:8011/v1',
+              '--set', 'model=fake-judge', '--set', 'n_items=3', '--no-progress')
+    assert r.returncode == 0 and '1 runs: 1 ran' in r.stdout, r.stdout + r.stderr
+    variant = [d.name for d in (repo/'outputs'/'s'/'judge').iterdir() if '__set-' in d.name]
+    assert len(variant) == 1 and variant[0].startswith('topical_chat__SmolLM2-135M-Instruct__n_items-1__set-backend-openai__'), variant
+    assert {p: p.read_bytes() for p in before} == before and all(p.exists() for p in before)   # nothing of the committed runs touched
+    assert {v[0] for k, v in states(repo, cfg).items() if k.startswith('s/judge/')} == {'done'}
+
+def test_a_run_folder_holding_other_runs_refuses(repo):
+    cfg = repo/'s.yaml'; cfg.write_text(SWEEP)
+    assert sweep(repo, cfg, '--only', 'judge', '--no-progress').returncode == 0
+    one = repo/'one.yaml'; one.write_text("name: s\nexperiments:\n  judge:\n    template: nbs/experiments/t_judge.ipynb\n")
+    r = sweep(repo, one, '--no-progress')                          # its single run is `s/judge`: the folder of the two above
+    assert r.returncode != 0 and 'holds results of other runs' in (r.stdout + r.stderr), r.stdout + r.stderr
+    assert (repo/'outputs'/J1/'manifest.jsonl').exists() and (repo/'outputs'/J2/'manifest.jsonl').exists()
