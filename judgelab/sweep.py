@@ -370,8 +370,8 @@ def load_sweep(path:str|Path, # the sweep file
         for r in exp_runs:   # a --set that changes a run's parameters makes it a variant with its own folder
             r_changed = {k: v for k, v in overrides.items() if k in declared and k not in _NOT_IN_ID and r.effective.get(k, _UNSET) != v}
             r.parameters = {**r.parameters, **r_changed}
-            changed[r.id] = {**r_changed, **{k: v for u in every if u.experiment in needs for k, v in changed.get(u.id, {}).items()}}
-            if changed[r.id]: r.id += '__' + variant_name(changed[r.id])
+            changed[id(r)] = {**r_changed, **{k: v for u in every if u.experiment in needs for k, v in changed[id(u)].items()}}
+            if changed[id(r)]: r.id += '__' + variant_name(changed[id(r)])
         if needs and 'runs' in declared:   # the runs it reads: every run of the experiments it needs, selected or not
             ups = [u.id for u in every if u.experiment in needs]
             for r in exp_runs: r.parameters.setdefault('runs', ups)
