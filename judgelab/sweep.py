@@ -156,6 +156,12 @@ def _base(p:dict)->list:
     if 'backend' in p: parts.append(_model_slug(p))
     return parts
 
+def _name_parts(values:dict)->list:
+    "Parameter values as parts of a run name: `key-value` while short, then a 6-character hash of those that do not fit."
+    fits = lambda v: len(slug(v)) <= 24 and not isinstance(v, dict)
+    rest = {k: v for k, v in values.items() if not fits(v)}
+    return [f'{k}-{slug(v)}' for k, v in values.items() if fits(v)] + ([_hash(rest)] if rest else [])
+
 def assign_ids(runs:list, # the runs of one experiment, in file order
                sweep:str, # the sweep's name
               )->list:
@@ -173,19 +179,14 @@ def assign_ids(runs:list, # the runs of one experiment, in file order
         differ = [k for k in keys if len({json.dumps(r.effective.get(k), sort_keys=True, default=str) for r in group}) > 1] if len(group) > 1 else []
         for r in group:
             p = r.effective
-            short = [f'{k}-{slug(p.get(k))}' for k in differ if len(slug(p.get(k))) <= 24 and not isinstance(p.get(k), dict)]
-            rest = {k: p.get(k) for k in differ if not (len(slug(p.get(k))) <= 24 and not isinstance(p.get(k), dict))}
-            name = '__'.join(list(head) + short + ([_hash(rest)] if rest else [])) or _hash({k: p.get(k) for k in differ})
+            name = '__'.join(list(head) + _name_parts({k: p.get(k) for k in differ})) or _hash({k: p.get(k) for k in differ})
             r.id = f'{sweep}/{exp}/{name}'
     return runs
 
 def variant_name(changed:dict, # the parameters a `--set` changes in a run, with their new values
                 )->str:
     "The suffix that marks a run changed by `--set`: 'set-' then the short `key-value`s and a 6-character hash of the rest."
-    fits = lambda v: len(slug(v)) <= 24 and not isinstance(v, dict)
-    short = [f'{k}-{slug(v)}' for k, v in sorted(changed.items()) if fits(v)]
-    rest = {k: v for k, v in changed.items() if not fits(v)}
-    return 'set-' + '__'.join(short + ([_hash(rest)] if rest else []))
+    return 'set-' + '__'.join(_name_parts(dict(sorted(changed.items()))))
 
 def check_nesting(ids:list)->None:
     "A `ConfigError` when one run's folder would hold another run's (Snakemake clears a run's folder before it runs it)."
