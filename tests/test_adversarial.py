@@ -108,7 +108,18 @@ def best_of_3(f):
         t0 = time.perf_counter(); f(); ts.append(time.perf_counter() - t0)
     return min(ts)
 
-SCORE_TEXTS = {
+def growth(make, name, f):
+    """How much longer `f` takes on the 100,000-character case than on the same case at 10,000 characters, both timed
+    side by side (best of 3, each a loop long enough to time). Linear time gives about 10, quadratic about 100; no
+    absolute time is asserted, so a busy machine slows both sides alike."""
+    small, big = make(N // 10)[name], make(N)[name]
+    reps = 1
+    while (t_small := best_of_3(lambda: [f(small) for _ in range(reps)])) < 2e-3 and reps < 10_000: reps *= 4
+    return best_of_3(lambda: [f(big) for _ in range(reps)]) / t_small
+
+LINEAR = 30                                                     # 10x the input: linear ~10x the time, quadratic ~100x
+
+def score_texts(N): return {
     'spaces': ' ' * N,
     'score_colon_then_spaces': 'Score:' + ' ' * N,
     'digits': '1' * N,
@@ -128,12 +139,14 @@ SCORE_TEXTS = {
     'q1_colon_repeated': 'Q1:' * 30_000,
 }
 
+SCORE_TEXTS = score_texts(N)
+
 @pytest.mark.parametrize('name', list(SCORE_TEXTS))
 def test_parse_score_linear_time(name):
-    t = SCORE_TEXTS[name]; assert len(t) >= 90_000
-    assert best_of_3(lambda: parse_score(t)) < 0.1
+    assert len(SCORE_TEXTS[name]) >= 90_000
+    assert growth(score_texts, name, parse_score) < LINEAR
 
-CHECK_TEXTS = {
+def check_texts(N): return {
     'q1_colon_repeated': 'Q1:' * 30_000,
     'q_then_digits': 'Q' + '1' * N + ': Yes',                # a 100,000-digit question number: int() refused it before
     'q1_colon_spaces_letter': 'Q1:' + ' ' * N + 'x',
@@ -142,14 +155,16 @@ CHECK_TEXTS = {
     'answers_repeated': 'Q1: Yes\n' * (N // 8),
 }
 
+CHECK_TEXTS = check_texts(N)
+
 @pytest.mark.parametrize('name', list(CHECK_TEXTS))
 def test_parse_checklist_linear_time(name):
-    t = CHECK_TEXTS[name]; assert len(t) >= 90_000
-    assert best_of_3(lambda: parse_checklist(t, 10)) < 0.1
+    assert len(CHECK_TEXTS[name]) >= 90_000
+    assert growth(check_texts, name, lambda t: parse_checklist(t, 10)) < LINEAR
 
 def tokens(*toks): return [dict(token=t, logprob=-0.1, top=[[t, -0.1]]) for t in toks]
 
-POSITION_TOKENS = {
+def position_tokens(N): return {
     'score_then_many_number_tokens': tokens('Score:', *[' 1'] * (N // 2)),
     'score_digit_pairs': tokens(*['Score:', ' 1'] * (N // 8)),
     'score_then_spaces_then_digit': tokens('Score:', *[' '] * N, '1'),
@@ -157,11 +172,13 @@ POSITION_TOKENS = {
     'asterisks': tokens('Score:', *['*'] * N, ' 3'),
 }
 
+POSITION_TOKENS = position_tokens(N)
+
 @pytest.mark.parametrize('name', list(POSITION_TOKENS))
 def test_score_position_and_geval_score_linear_time(name):
-    lp = POSITION_TOKENS[name]; assert sum(len(t['token']) for t in lp) >= 90_000
-    assert best_of_3(lambda: score_position(lp)) < 0.1
-    assert best_of_3(lambda: geval_score(lp)) < 0.1
+    assert sum(len(t['token']) for t in POSITION_TOKENS[name]) >= 90_000
+    assert growth(position_tokens, name, score_position) < LINEAR
+    assert growth(position_tokens, name, geval_score) < LINEAR
 
 def test_score_position_results_on_the_adversarial_tokens():     # guard: right before too, but in minutes
     assert score_position(POSITION_TOKENS['score_then_many_number_tokens']) == 1

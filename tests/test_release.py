@@ -188,9 +188,13 @@ def test_the_wheel_works_installed_outside_a_checkout(dist, tmp_path):
     out = run(str(venv/'bin'/'judgelab'), 'sweep', 'configs/embedded.yaml', '--only', 'corrgap_synthetic', '--no-progress', '--set', 'datasets=[simulated]',
               '--set', 'seeds=2', '--set', 'n_perm=19', '--set', 'w_grid=[0.0, 0.5]', '--set', 'controls=[exact]')
     assert '1 runs: 1 ran' in out, out
-    assert (work/'outputs'/'embedded'/'corrgap_synthetic'/'tables'/'corrgap_synthetic.csv').is_file()
-    row = json.loads((work/'outputs'/'embedded'/'corrgap_synthetic'/'manifest.jsonl').read_text().splitlines()[0])
-    assert row['notebook'] == 'nbs/experiments/corrgap_synthetic.ipynb' and row['run'] == 'papermill_runs/embedded/corrgap_synthetic.ipynb'
-    meta = json.loads((work/'papermill_runs'/'embedded'/'corrgap_synthetic.ipynb').read_text())['metadata']['judgelab']
+    # the --set values make a named variant beside the committed run, never the committed run's own folder
+    variants = [p.name for p in (work/'outputs'/'embedded').iterdir()]
+    assert len(variants) == 1 and variants[0].startswith('corrgap_synthetic__set-'), variants
+    rid = variants[0]
+    assert (work/'outputs'/'embedded'/rid/'tables'/'corrgap_synthetic.csv').is_file()
+    row = json.loads((work/'outputs'/'embedded'/rid/'manifest.jsonl').read_text().splitlines()[0])
+    assert row['notebook'] == 'nbs/experiments/corrgap_synthetic.ipynb' and row['run'] == f'papermill_runs/embedded/{rid}.ipynb'
+    meta = json.loads((work/'papermill_runs'/'embedded'/f'{rid}.ipynb').read_text())['metadata']['judgelab']
     assert meta['status'] == 'ok' and meta['template'] == 'nbs/experiments/corrgap_synthetic.ipynb'
     assert not [p for p in (venv/'lib').rglob('outputs')]                   # nothing written into the installed package

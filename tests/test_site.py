@@ -1,5 +1,5 @@
 "The browsable compendium (`make site`): built from the committed outputs/ and papermill_runs/, read in headless Chromium."
-import hashlib, html, io, json, re, shutil, tempfile, time
+import hashlib, html, io, json, re, shutil, tempfile
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -160,12 +160,15 @@ def browser(tmp_path_factory):
     d.quit()
 
 def _open(d, page:Path):
-    d.get(page.as_uri())
-    t = time.monotonic()
-    while d.execute_script("return document.readyState !== 'complete' || [...document.images].some(i => !i.complete)"):
-        assert time.monotonic() - t < 60, f'{page.name} did not finish loading'
-        time.sleep(0.1)
+    d.get(page.as_uri()); _wait_loaded(d, page.name)
     return d.get_log('browser')
+
+def _wait_loaded(d, name):
+    "Wait (a hang guard, not a speed test) until the page and all its images have loaded."
+    from selenium.webdriver.support.ui import WebDriverWait
+    WebDriverWait(d, 60, poll_frequency=0.1).until(
+        lambda d: d.execute_script("return document.readyState === 'complete' && [...document.images].every(i => i.complete)"),
+        f'{name} did not finish loading')
 
 @pytest.mark.parametrize('page', ['index.html', JUDGE_PAGE, AUDIT_PAGE, LIB_PAGE])
 def test_pages_load_without_console_errors(built, browser, page):
@@ -189,9 +192,7 @@ def test_pages_load_from_a_plain_static_server(built, browser):
     try:
         for page in ('index.html', AUDIT_PAGE, LIB_PAGE):
             browser.get(f'http://127.0.0.1:{srv.server_address[1]}/{page}')
-            t = time.monotonic()
-            while browser.execute_script("return document.readyState !== 'complete' || [...document.images].some(i => !i.complete)"):
-                assert time.monotonic() - t < 60; time.sleep(0.1)
+            _wait_loaded(browser, page)
             assert not [l for l in browser.get_log('browser') if l['level'] == 'SEVERE'], page
             assert browser.execute_script("return [...document.images].every(i => i.naturalWidth > 0)"), page
             assert browser.execute_script("return [...document.styleSheets].length") >= 2, page   # site.css and pygments.css
