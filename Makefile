@@ -42,8 +42,9 @@ SWEEP ?= configs/embedded.yaml
 JOBS ?= 2
 FORCE ?=
 reproduce: venv data
-	$(BIN)/judgelab sweep $(SWEEP) -j $(JOBS) $(if $(FORCE),--force)
-	$(BIN)/judgelab readme
+	@# --strict: a run that finished with results missing (a judge method that parsed no score) fails the main job
+	@# (exit 3, after the README is regenerated, so that what ran is shown)
+	rc=0; $(BIN)/judgelab sweep $(SWEEP) -j $(JOBS) --strict $(if $(FORCE),--force) || rc=$$?; $(BIN)/judgelab readme && exit $$rc
 	@echo "Done: executed notebooks in $(RUNS)/, each run's tables, figures and manifest in outputs/<run id>/, index in outputs/README.md (make site: the website)"
 
 # One experiment of the main job at a time (same runs, same skipping)

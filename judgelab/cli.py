@@ -205,7 +205,10 @@ def _sweep(a):
     res = S.run_sweep(sw, jobs=a.jobs, force=a.force, only=only, progress=not a.no_progress, timeout=a.timeout,
                       executor=a.executor, profile=a.profile, gpus=a.gpus)
     print(S.format_summary(res))
-    return 1 if any(r.status in ('failed', 'blocked') for r in res) else 0
+    if any(r.status in ('failed', 'blocked') for r in res): return 1
+    if a.strict and (bad := [r for r in res if r.health == 'degraded']):
+        print(f"--strict: {len(bad)} of {len(res)} runs are degraded (results missing, listed above): exit 3", file=sys.stderr); return 3
+    return 0
 
 
 # %% ../nbs/13_cli.ipynb #3f5ff7ea
@@ -274,7 +277,8 @@ def parser()->argparse.ArgumentParser:
     x.set_defaults(fn=_judgments_import)
     x = sub.add_parser('sweep', help='run a sweep file (configs/*.yaml) with Snakemake: executed notebooks in papermill_runs/, outputs in outputs/<run>/',
                        description='Compile a sweep file into a Snakemake workflow and execute the runs that are not current. Exit status: 0 all ran, '
-                       '1 some runs failed (listed with their notebooks), 2 the sweep file is invalid (nothing ran).')
+                       '1 some runs failed (listed with their notebooks), 2 the sweep file is invalid (nothing ran), 3 with --strict: '
+                       'every run finished but some are degraded (a method parsed no score: listed with their problems).')
     x.add_argument('config', help='sweep file, e.g. configs/embedded.yaml')
     x.add_argument('--dry-run', action='store_true', help="list the runs and their state (done, stale with Snakemake's reason, new); run nothing")
     x.add_argument('-j', '--jobs', type=int, default=1, help='runs at once (runs sharing the in-process model, GPUs or a server never overlap)')
@@ -289,6 +293,8 @@ def parser()->argparse.ArgumentParser:
     x.add_argument('--gpus', type=int, default=1, help='GPUs on this machine for vLLM runs (default 1)')
     x.add_argument('--no-progress', action='store_true', help="no Snakemake progress lines (the summary at the end only)")
     x.add_argument('--unlock', action='store_true', help='remove the lock a killed sweep left (when no other sweep runs here)')
+    x.add_argument('--strict', action='store_true', help='exit 3 when a run finished degraded (e.g. a judge method parsed no score on a dimension); '
+                   'runs skipped as current count too (the main job uses it)')
     x.set_defaults(fn=_sweep)
     x = sub.add_parser('readme', help='regenerate README.md from nbs/index.ipynb'); x.add_argument('--check', action='store_true')
     x.set_defaults(fn=_readme)

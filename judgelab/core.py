@@ -8,7 +8,8 @@ import os, json, hashlib, subprocess, datetime, platform, fcntl, contextlib
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['RESOURCES', 'paths', 'find_root', 'Paths', 'resource_name', 'sha256_file', 'git_info', 'file_lock', 'record_manifest']
+__all__ = ['RESOURCES', 'paths', 'HEALTH', 'find_root', 'Paths', 'resource_name', 'sha256_file', 'git_info', 'file_lock',
+           'record_manifest', 'record_health', 'read_health']
 
 # %% ../nbs/00_core.ipynb #42256207
 _PKG = Path(globals()['__file__']).resolve().parent if '__file__' in globals() else None  # the judgelab package (None in a notebook)
@@ -97,15 +98,19 @@ def sha256_file(path:str|Path, # file to hash
 
 # %% ../nbs/00_core.ipynb #520cfd02
 def git_info(root:str|Path|None=None)->dict:
-    "The commit of the project checkout and whether tracked files have uncommitted changes."
+    "The commit of the project checkout, whether tracked code files have uncommitted changes, and a hash of those changes ('' when clean)."
     root = Path(root or paths.root)
     def _git(*a):
         r = subprocess.run(['git', *a], cwd=root, capture_output=True, text=True)
         return r.stdout.strip() if r.returncode == 0 else None
     commit = _git('rev-parse', 'HEAD')
     # artifacts (outputs/, papermill_runs/, README.md) do not make the code dirty: runs rewrite them as they go
-    status = _git('status', '--porcelain', '--untracked-files=no', '--', '.', ':!outputs', ':!papermill_runs', ':!README.md')
-    return dict(commit=commit, dirty=bool(status) if status is not None else None)
+    code = ('--', '.', ':!outputs', ':!papermill_runs', ':!README.md')
+    status = _git('status', '--porcelain', '--untracked-files=no', *code)
+    dirty = bool(status) if status is not None else None
+    # a dirty tree is pinned by the hash of its changes against the commit: two runs with the same (commit, diff) ran the same code
+    diff = hashlib.sha256(_git('diff', '--no-ext-diff', '--binary', 'HEAD', *code).encode()).hexdigest()[:12] if dirty else ''
+    return dict(commit=commit, dirty=dirty, diff=diff)
 
 # %% ../nbs/00_core.ipynb #02aa6063
 @contextlib.contextmanager
@@ -152,3 +157,29 @@ def _upsert(manifest, row):
     tmp = manifest.with_suffix(f'.{os.getpid()}.tmp')
     tmp.write_text(''.join(json.dumps(r, sort_keys=True, default=str)+'\n' for r in rows))
     tmp.replace(manifest)
+
+# %% ../nbs/00_core.ipynb #a1e0c002
+HEALTH = ('ok', 'degraded')
+
+def record_health(status:str, # 'ok', or 'degraded' (the run finished, but some of its results are missing)
+                  problems:list|None=None, # what is missing, in words (one entry per problem); required when degraded
+                  notebook:str|None=None, parameters:dict|None=None, inputs=None, extra:dict|None=None, # provenance, as for `record_manifest`
+                 )->Path: # the file written
+    "Write the run's own verdict on its results to `health.json` in its run folder (and a manifest row for it)."
+    if status not in HEALTH: raise ValueError(f"status must be one of {HEALTH}, not {status!r}")
+    problems = [str(p) for p in (problems or [])]
+    if (status == 'degraded') != bool(problems): raise ValueError("a degraded run lists its problems, and an ok run has none")
+    p = paths.run_dir/'health.json'; p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(dict(status=status, problems=problems), indent=1) + '\n')
+    record_manifest([p], notebook, parameters, inputs, extra)
+    return p
+
+def read_health(run_dir:str|Path)->dict:
+    "A run folder's `health.json` as {status, problems}; {'status': 'ok', problems: []} without one (the run checked nothing)."
+    p = Path(run_dir)/'health.json'
+    if not p.exists(): return dict(status='ok', problems=[])
+    try: h = json.loads(p.read_text())
+    except json.JSONDecodeError as e: raise ValueError(f"{p}: not valid JSON ({e})") from None
+    if not isinstance(h, dict) or h.get('status') not in HEALTH: raise ValueError(f"{p}: status must be one of {HEALTH}, not {h!r:.100}")
+    return dict(status=h['status'], problems=list(h.get('problems') or []))
+

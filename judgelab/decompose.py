@@ -18,7 +18,7 @@ from .judgments import slug
 from .judges import judgment_row, icl_examples, typed_judgments
 
 # %% auto #0
-__all__ = ['feature_columns', 'evaluate_regressor', 'best_regressor', 'parse_criteria', 'generic_criteria',
+__all__ = ['MAX_IMPUTED', 'feature_columns', 'evaluate_regressor', 'best_regressor', 'parse_criteria', 'generic_criteria',
            'generated_generic_criteria', 'hypoeval_hypotheses', 'hypoeval_requests', 'hypoeval_aggregate',
            'decompose_criteria', 'decomposition', 'aggregate']
 
@@ -206,10 +206,15 @@ def decomposition(ds, its, dims, backend, variant:str='hd_eval', k:int=4, k3:int
     return j
 
 # %% ../nbs/09_decompose.ipynb #cd4928a7
+MAX_IMPUTED = 0.2   # the largest share of imputed feature cells a regressor is fitted on
+
 def aggregate(j:pd.DataFrame, # decomposition judgments (with `subcriterion`)
               dataset, mode:str='vertical', regressors=REGRESSOR_ORDER, plus_l1:pd.DataFrame|None=None, # judgments of a direct judge
-              seed:int=0, grouped:bool=False, epsilon:float=0.2, scoring:str='neg_rmse', min_instances_per_human:int=30)->pd.DataFrame:
-    "Regressor x L1 results (rho, AP, WR; rounded and unrounded) for one aggregation setting; the best regressor marked."
+              seed:int=0, grouped:bool=False, epsilon:float=0.2, scoring:str='neg_rmse', min_instances_per_human:int=30,
+              max_imputed:float=MAX_IMPUTED, # refuse to fit an L1 whose feature cells are imputed beyond this share
+             )->pd.DataFrame:
+    "Regressor x L1 results (rho, AP, WR; rounded and unrounded) for one aggregation setting; the best regressor marked; an L1 with mostly imputed features is refused."
+    if not 0 <= max_imputed <= 1: raise ValueError(f"max_imputed is a share in [0, 1], not {max_imputed}")
     dataset = D.as_dataset(dataset)
     feats = j.assign(f=j.dimension + ' :: ' + j.subcriterion).pivot_table(index='item_id', columns='f', values='score', aggfunc='mean', dropna=False)
     items = feats.index.tolist(); children = {d: [c for c in feats.columns if c.startswith(d + ' :: ')] for d in j.dimension.unique()}
@@ -218,18 +223,24 @@ def aggregate(j:pd.DataFrame, # decomposition judgments (with `subcriterion`)
         for d in children: feats[f'{d} :: L1'] = pl[d].reindex(items) if d in pl else np.nan
     groups = dataset.items.set_index('item_id').doc_id.reindex(items).values if grouped else None
     tr, _ = split_indices(len(items), seed, groups)
-    n_missing = int(feats.isna().sum().sum()); feats = feats.fillna(feats.iloc[tr].mean()).fillna(feats.mean()).fillna(0)
+    missing = feats.isna(); feats = feats.fillna(feats.iloc[tr].mean()).fillna(feats.mean()).fillna(0)
     ratings_all = dataset.human.pivot_table(index='item_id', columns=['dimension', 'annotator'], values='score', aggfunc='first')
-    rows = []
+    rows = []; METRICS = ('rho', 'ap', 'wr', 'rho_unrounded', 'ap_unrounded', 'wr_unrounded')
     for d in children:
         cols = feature_columns(children, d, mode, f'{d} :: L1' if plus_l1 is not None else None)
         R = ratings_all[d].reindex(items).values; lo, hi, step = dataset.dim(d).scale
+        n_imp = int(missing[cols].to_numpy().sum()); share = n_imp/missing[cols].size if missing[cols].size else 1.0
+        refused = (f"not fitted: {share:.0%} of its {missing[cols].size} feature cells are imputed (more than {max_imputed:.0%}): "
+                   f"the sub-criterion scores failed to parse") if share > max_imputed else ''
         for reg in regressors:
+            base = dict(dimension=d, mode=mode, plus_l1=plus_l1 is not None, split='document-grouped' if grouped else 'random 50/50',
+                        regressor=reg, n_features=len(cols), imputed_cells=n_imp, imputed_share=share, refused=refused)
+            if refused: rows.append(dict(base, n_test=0, **dict.fromkeys(METRICS, np.nan))); continue
             r = evaluate_regressor(feats[cols].values, R, reg, seed, groups, (lo, hi, step or 1), epsilon, scoring, min_instances_per_human)
-            rows.append(dict(dimension=d, mode=mode, plus_l1=plus_l1 is not None, split='document-grouped' if grouped else 'random 50/50',
-                             regressor=reg, n_features=len(cols), n_test=len(r['test_idx']), imputed_cells=n_missing,
-                             **{k: r[k] for k in ('rho', 'ap', 'wr', 'rho_unrounded', 'ap_unrounded', 'wr_unrounded')}))
+            rows.append(dict(base, n_test=len(r['test_idx']), **{k: r[k] for k in METRICS}))
     res = pd.DataFrame(rows)
-    best = best_regressor(res.to_dict('records')); res['best'] = res.regressor == best
+    fitted = res[res.refused == '']
+    best = best_regressor(fitted.to_dict('records')) if len(fitted) else None
+    res['best'] = (res.regressor == best) & (res.refused == '')
     res.attrs['note'] = 'best regressor selected on the test half (optimistic)'
     return res

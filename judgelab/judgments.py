@@ -16,9 +16,9 @@ from .data import get_spec, load, as_dataset, raw_dir, group_files, group_digest
 # %% auto #0
 __all__ = ['JUDGMENT_COLUMNS', 'JUDGMENT_SOURCES', 'slug', 'judgments_path', 'save_judgments', 'JudgmentSource', 'parse_rts',
            'parse_choice', 'parse_stars', 'parse_geval_sample', 'parse_batch', 'Replay', 'list_judgments',
-           'load_judgments', 'judgment_scores', 'judgments_inputs', 'authors_scores', 'authors_correlations',
-           'rule_differences', 'JudgmentImportError', 'check_judge_name', 'check_model_name', 'validate_judgments',
-           'import_judgments', 'as_judgments', 'store_import']
+           'load_judgments', 'judgment_scores', 'score_coverage', 'judgments_inputs', 'authors_scores',
+           'authors_correlations', 'rule_differences', 'JudgmentImportError', 'check_judge_name', 'check_model_name',
+           'validate_judgments', 'import_judgments', 'as_judgments', 'store_import']
 
 # %% ../nbs/01a_judgments.ipynb #0a4e7b19
 JUDGMENT_COLUMNS = ['item_id', 'dimension', 'judge', 'model', 'score', 'rationale', 'sample', 'parse_ok', 'failure']
@@ -617,6 +617,24 @@ def judgment_scores(j:pd.DataFrame)->pd.DataFrame:
     out = g.agg(score=('ok_score', 'mean'), n=('parse_ok', 'size'), n_ok=('parse_ok', 'sum')).reset_index()
     out['n_ok'] = out.n_ok.astype(int)
     return out
+
+# %% ../nbs/01a_judgments.ipynb #b7c0e102
+def score_coverage(j:pd.DataFrame|None, # one method's judgments (None: the method raised before it judged anything)
+                   dims:list, # the dimensions it was asked to judge
+                   pairs:int|None=None, # the (item, dimension) pairs it was asked for (default: those in `j`)
+                  )->dict:
+    "Parsed scores of one method: pairs scored, dimensions without any, top failure reasons, DimCheck's rescored analyses, and a status."
+    if j is None or not len(j):
+        return dict(status='failed', scored=0, pairs=pairs or 0, scored_share=0.0, no_score_on=list(dims), top_failures='', rescored=None)
+    s = judgment_scores(j); per = s.groupby('dimension').score.agg(lambda x: int(x.notna().sum()))
+    none = [d for d in dims if per.get(d, 0) == 0]
+    scored = int(s.score.notna().sum()); pairs = pairs or len(s)
+    fails = j.failure[~j.parse_ok.astype(bool)].dropna().astype(str)
+    top = '; '.join(f'{k} ({v})' for k, v in fails.value_counts().head(3).items())
+    rescored = int(((j.scoring == 'rescored') & j.parse_ok.astype(bool)).sum()) if 'base_analysis' in j else None   # DimCheck only
+    status = 'failed' if scored == 0 else 'degraded' if none or rescored == 0 else 'ok'
+    return dict(status=status, scored=scored, pairs=pairs, scored_share=scored/pairs if pairs else 0.0, no_score_on=none, top_failures=top, rescored=rescored)
+
 
 # %% ../nbs/01a_judgments.ipynb #c7b80600
 def judgments_inputs(name:str, # dataset name

@@ -398,7 +398,7 @@ def _runs_info(outputs:Path, runs_dir:Path, sweep:str)->list:
     summary = runs_dir/'sweeps'/f'{sweep}.json'
     if summary.exists():
         for r in json.loads(summary.read_text()).get('runs', []):
-            if r.get('status', 'ok') == 'ok': order.append((r['run'], r.get('experiment'), r.get('seconds')))
+            if r.get('status', 'ok') in ('ok', 'degraded'): order.append((r['run'], r.get('experiment'), r.get('seconds')))
     known = {r for r, _, _ in order}
     nbs = sorted(p for p in (runs_dir/sweep).rglob('*.ipynb') if not p.name.endswith('.failed.ipynb')) if (runs_dir/sweep).is_dir() else []
     folders = sorted({m.parent.relative_to(outputs).as_posix() for m in (outputs/sweep).rglob('manifest.jsonl')}) if (outputs/sweep).is_dir() else []

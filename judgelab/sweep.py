@@ -8,7 +8,7 @@ import os, sys, re, ast, json, glob, time, hashlib, itertools, subprocess, tempf
 from dataclasses import dataclass, field
 from pathlib import Path
 import yaml
-from .core import paths, sha256_file, resource_name
+from .core import paths, sha256_file, resource_name, read_health
 from . import data as D
 from .judgments import slug as judgment_slug
 from .backends import EMBEDDED_NAME
@@ -18,11 +18,11 @@ from .report import write_outputs_index
 
 
 # %% auto #0
-__all__ = ['LIB', 'SNAKEFILE', 'THREAD_VARS', 'PAPERMILL_MAIN', 'ConfigError', 'load_yaml_lines', 'workdir', 'slug', 'Run',
-           'assign_ids', 'variant_name', 'check_nesting', 'Sweep', 'parse_assignments', 'load_sweep', 'code_inputs',
-           'rule_spec', 'RunResult', 'thread_budget', 'thread_env', 'code_version', 'execute_run', 'failed_notebook',
-           'execute_rule', 'snakemake_command', 'prune_metadata', 'foreign_results', 'SweepLocked', 'unlock',
-           'run_sweep', 'summary_table', 'format_summary', 'dry_run']
+__all__ = ['LIB', 'SNAKEFILE', 'FINISHED', 'THREAD_VARS', 'PAPERMILL_MAIN', 'ConfigError', 'load_yaml_lines', 'workdir', 'slug',
+           'Run', 'assign_ids', 'variant_name', 'check_nesting', 'Sweep', 'parse_assignments', 'load_sweep',
+           'code_inputs', 'rule_spec', 'RunResult', 'thread_budget', 'thread_env', 'code_version', 'execute_run',
+           'failed_notebook', 'execute_rule', 'snakemake_command', 'prune_metadata', 'foreign_results', 'SweepLocked',
+           'unlock', 'run_sweep', 'summary_table', 'format_summary', 'dry_run']
 
 # %% ../nbs/12_sweep.ipynb #c8b4891f
 class ConfigError(ValueError): "A sweep file that cannot run; the message names the file and line."
@@ -501,9 +501,13 @@ for _run in SWEEP.runs:
 @dataclass
 class RunResult:
     run: Run
-    status: str # 'done' (already current: skipped), 'ok' (ran), 'failed', 'blocked' (not run: a run it needs failed)
+    status: str # 'done' (already current: skipped), 'ok' (ran), 'degraded' (ran, but its health record lists missing results), 'failed', 'blocked' (not run: a run it needs failed)
     seconds: float = 0.0
     error: str = ''
+    health: str = 'ok' # the run's own verdict on its results (`record_health`): 'ok' or 'degraded', also for a run skipped as current
+    problems: list = field(default_factory=list) # what a degraded run is missing, in words
+
+FINISHED = ('ok', 'degraded')   # the statuses of a run that ran to its end (a degraded one is kept, and reported)
 
 def _kernel(name:str)->str:
     from jupyter_client.kernelspec import KernelSpecManager
@@ -561,11 +565,13 @@ def execute_run(r:Run, kernel:str='judgelab', timeout:float|None=None,
     finally: os.unlink(pfile)
     dt = time.perf_counter() - t0
     if rc != 0: return RunResult(r, 'failed', dt, _last_error(r.log))
+    try: h = read_health(r.out_dir)      # the run's own verdict: a method that parsed nothing makes a finished run 'degraded'
+    except ValueError as e: return RunResult(r, 'failed', dt, str(e))
     nb = nbformat.read(r.notebook, as_version=4)
-    nb.metadata['judgelab'] = dict(status='ok', run_id=r.id, experiment=r.experiment, seconds=round(dt, 1), started=started,
+    nb.metadata['judgelab'] = dict(status=h['status'], problems=h['problems'], run_id=r.id, experiment=r.experiment, seconds=round(dt, 1), started=started,
                                    finished=time.time(), resources=r.resources, template=_show(r.template), code=code_version(r))
     nbformat.write(nb, r.notebook)
-    return RunResult(r, 'ok', dt)
+    return RunResult(r, h['status'], dt, health=h['status'], problems=h['problems'])
 
 def failed_notebook(r:Run)->Path:
     "Where a failed run's executed notebook (with its traceback) is kept."
@@ -575,7 +581,7 @@ def execute_rule(sweep:Sweep, run_id:str, threads:int|None=None, timeout:float|N
     "What a Snakemake rule runs: one run of the sweep; raises on failure so that Snakemake records it (and skips what needs it)."
     r = next(r for r in sweep.runs if r.id == run_id)
     res = execute_run(r, sweep.kernel, timeout=timeout, threads=threads)
-    if res.status != 'ok':
+    if res.status not in FINISHED:
         # Snakemake deletes a failed job's outputs (so the run is never mistaken for a finished one): its notebook,
         # with the traceback, is kept beside them as <id>.failed.ipynb
         if r.notebook.exists(): r.notebook.replace(failed_notebook(r))
@@ -640,8 +646,9 @@ def _status(r:Run, t0:float)->RunResult:
     if r.notebook.exists():
         try: meta = nbformat.read(r.notebook, as_version=4).metadata.get('judgelab') or {}
         except Exception: meta = {}
-    if meta.get('status') == 'ok' and meta.get('run_id') == r.id:
-        return RunResult(r, 'ok' if nb_new else 'done', meta.get('seconds', 0.0) if nb_new else 0.0)
+    if meta.get('status') in FINISHED and meta.get('run_id') == r.id:
+        return RunResult(r, meta['status'] if nb_new else 'done', meta.get('seconds', 0.0) if nb_new else 0.0,
+                         health=meta['status'], problems=list(meta.get('problems') or []))
     if log_new: return RunResult(r, 'failed', 0.0, _last_error(r.log))
     if failed_notebook(r).exists() and not r.notebook.exists(): return RunResult(r, 'failed', 0.0, 'failed in an earlier call: ' + _last_error(r.log))
     return RunResult(r, 'blocked', 0.0, 'not run: a run it needs failed')
@@ -695,21 +702,21 @@ def run_sweep(sweep:Sweep|str|Path, jobs:int=1, force:bool=False, only:list|None
     proc = subprocess.run(cmd, cwd=workdir(), env=_snakemake_env(), stdout=None if progress else subprocess.PIPE,
                           stderr=None if progress else subprocess.STDOUT, text=True)
     out = [_status(r, t0) for r in runs]
-    if proc.returncode != 0 and all(r.status in ('ok', 'done') for r in out):
+    if proc.returncode != 0 and all(r.status in (*FINISHED, 'done') for r in out):
         raise RuntimeError(f"snakemake failed before running anything (exit {proc.returncode})" + (f":\n{proc.stdout[-3000:]}" if proc.stdout else ''))
     _write_summary(sweep, out)
     if workdir() == paths.root: prune_metadata()
-    if any(r.status == 'ok' for r in out): write_outputs_index()
+    if any(r.status in FINISHED for r in out): write_outputs_index()
     return out
 
 
 # %% ../nbs/12_sweep.ipynb #e543eda9
 def summary_table(results:list)->'pd.DataFrame':
-    "One row per run: experiment, run id, status, seconds, notebook, error."
+    "One row per run: experiment, run id, status, seconds, notebook, error, health and the problems of a degraded run."
     import pandas as pd
     return pd.DataFrame([dict(experiment=r.run.experiment, run=r.run.id, status=r.status, seconds=round(r.seconds, 1),
-                              notebook=_show(r.run.notebook), error=r.error) for r in results],
-                        columns=['experiment', 'run', 'status', 'seconds', 'notebook', 'error'])
+                              notebook=_show(r.run.notebook), error=r.error, health=r.health, problems='; '.join(r.problems)) for r in results],
+                        columns=['experiment', 'run', 'status', 'seconds', 'notebook', 'error', 'health', 'problems'])
 
 def _write_summary(sweep, results):
     "papermill_runs/sweeps/<sweep>.json: the latest status of every run of the sweep (a partial call updates its own runs only; a run it skipped as current keeps the record of the call that ran it)."
@@ -728,10 +735,15 @@ def _write_summary(sweep, results):
     out.write_text(json.dumps(dict(sweep=sweep.name, config=_show(sweep.path), counts=counts, runs=rows), indent=1) + '\n')
 
 def format_summary(results:list)->str:
-    "The text printed at the end of a sweep: counts, then each failure with its notebook, log and error."
+    "The text printed at the end of a sweep: counts, then each failure with its notebook, log and error, and each degraded run with its problems."
     t = summary_table(results); c = t.status.value_counts().to_dict() if len(t) else {}
-    s = (f"{len(t)} runs: {c.get('ok', 0)} ran, {c.get('done', 0)} already done (skipped), {c.get('failed', 0)} failed"
-         + (f", {c['blocked']} not run (a needed run failed)" if c.get('blocked') else ''))
+    bad = [r for r in results if r.health == 'degraded']
+    s = (f"{len(t)} runs: {c.get('ok', 0) + c.get('degraded', 0)} ran, {c.get('done', 0)} already done (skipped), {c.get('failed', 0)} failed"
+         + (f", {c['blocked']} not run (a needed run failed)" if c.get('blocked') else '')
+         + (f"; {len(bad)} degraded (finished with results missing, listed below)" if bad else ''))
+    for r in bad:
+        s += (f"\n  DEGRADED {r.run.id}{' (current, not rerun)' if r.status == 'done' else ''}\n    notebook: {_show(r.run.notebook)}"
+              + ''.join(f"\n    {p}" for p in r.problems[:10]) + (f"\n    ... and {len(r.problems) - 10} more" if len(r.problems) > 10 else ''))
     for res, (_, r) in zip(results, t.iterrows()):
         if r.status in ('failed', 'blocked'):
             nb = _show(failed_notebook(res.run)) if r.status == 'failed' and failed_notebook(res.run).exists() else r.notebook
@@ -741,7 +753,7 @@ def format_summary(results:list)->str:
 def _finished(r:Run)->bool:
     "Whether a run's notebook records a successful finish (a killed run leaves a partial notebook without it)."
     import nbformat
-    try: return (nbformat.read(r.notebook, as_version=4).metadata.get('judgelab') or {}).get('status') == 'ok'
+    try: return (nbformat.read(r.notebook, as_version=4).metadata.get('judgelab') or {}).get('status') in FINISHED
     except Exception: return False
 
 def dry_run(sweep:Sweep|str|Path, force:bool=False, only:list|None=None)->'pd.DataFrame':

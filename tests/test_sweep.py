@@ -139,6 +139,28 @@ def test_failed_run_does_not_stop_the_others(repo):
     s = json.loads((repo/'papermill_runs'/'sweeps'/'f.json').read_text())
     assert s['counts'] == {'failed': 2, 'ok': 1, 'blocked': 1}, s
 
+DEGRADED = ("x: int = 0", "from judgelab.core import record_health\n"
+            "record_health('degraded' if x else 'ok', [f'direct: no parsed score on coherence (0 of {x} pairs scored; truncated at the token cap ({x}))'] if x else [])")
+
+def test_a_degraded_run_is_not_ok_and_strict_fails(repo):
+    """A run that finishes but records missing results is 'degraded' in the summary, the notebook and the sweep record,
+    with its problems; --strict exits 3, also when the degraded run is current and skipped."""
+    cfg = repo/'d.yaml'
+    cfg.write_text("name: d\nexperiments:\n  judge:\n    template: nbs/experiments/t_degraded.ipynb\n    grid: {x: [0, 2]}\n")
+    template(repo/'nbs'/'experiments'/'t_degraded.ipynb', *DEGRADED)
+    r = sweep(repo, cfg, '--no-progress')
+    assert r.returncode == 0, r.stdout + r.stderr                           # without --strict: reported, not an error
+    assert '2 runs: 2 ran, 0 already done (skipped), 0 failed; 1 degraded' in r.stdout, r.stdout
+    assert 'DEGRADED d/judge/x-2' in r.stdout and 'direct: no parsed score on coherence (0 of 2 pairs scored' in r.stdout, r.stdout
+    assert 'DEGRADED d/judge/x-0' not in r.stdout
+    meta = nbformat.read(repo/'papermill_runs'/'d'/'judge'/'x-2.ipynb', as_version=4).metadata['judgelab']
+    assert meta['status'] == 'degraded' and meta['problems'][0].startswith('direct: no parsed score'), meta
+    s = json.loads((repo/'papermill_runs'/'sweeps'/'d.json').read_text())
+    assert s['counts'] == {'ok': 1, 'degraded': 1}, s
+    assert {k: v[0] for k, v in states(repo, cfg).items()} == {'d/judge/x-0': 'done', 'd/judge/x-2': 'done'}   # finished: not rerun
+    r = sweep(repo, cfg, '--no-progress', '--strict')                      # current, skipped, still degraded: --strict fails
+    assert r.returncode == 3 and 'DEGRADED d/judge/x-2 (current, not rerun)' in r.stdout and '--strict: 1 of 2 runs are degraded' in r.stderr, r.stdout + r.stderr
+
 KILL = ("dataset: str = 'topical_chat'\nbackend: str = 'llamacpp'",
         "import pandas as pd\nfrom judgelab.models import get_backend\nfrom judgelab.methods import run\nfrom judgelab.report import save_table\n"
         "b = get_backend(backend)\n"

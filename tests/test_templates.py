@@ -148,6 +148,14 @@ def test_judge_template_on_the_embedded_model(tmp_path, tmp_outputs, monkeypatch
     assert not (tmp_outputs/'tables').exists()                          # everything went to the run's folder
     assert not _stderr(nb), _stderr(nb)                                 # no warnings or progress bars in the executed notebook
     text = _outputs_text(nb)
+    # the status says the truth: per method the pairs scored; the run's health lists every method that is not ok, with why
+    judged = pd.read_csv(out/'tables'/'judged.csv').set_index('label')
+    health = json.loads((out/'health.json').read_text())
+    assert set(judged.status) <= {'ok', 'degraded', 'failed'} and (judged.scored <= judged.pairs).all() and judged.loc['analyze_rate', 'pairs'] == 4
+    assert (health['status'] == 'ok') == (judged.status == 'ok').all(), (health, judged.status)
+    assert sorted(p.split(':')[0] for p in health['problems']) == sorted(judged.index[judged.status != 'ok']), health
+    assert (judged.status == 'failed').eq(judged.scored == 0).all()
+    assert f"Status: {health['status']}." in text
     assert str(tmp_path) not in text and str(ROOT) not in text          # no machine paths in the outputs
     # a rerun generates nothing: every request is answered by the cache
     (tmp_path/'again').mkdir(); _execute('judge', tmp_path/'again', **params)
