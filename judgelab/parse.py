@@ -36,31 +36,57 @@ class Parsed(NamedTuple):
     def ok(self): return self.failure is None
 
 _NUM = r'[-+]?+\d++(?:\.\d++)?+'
-_FIELD = r'(?P<label>final\s++(?:score|rating)|overall\s++(?:score|rating)|score|rating)'
+_FIELD = (r'(?P<label>(?P<top>final\s++(?:score|rating)|overall\s++(?:score|rating))'     # rank 2
+          r'|overall(?=\s*+[:=]\s*+\**+\s*+[-+]?+\d)|score|rating)')                       # rank 1 ("Overall:" only before a number)
 _LABEL = re.compile(_FIELD + r'\s*+(?:\(\s*+\d++\s*+-\s*+\d++\s*+\))?+\s*+[:=]\s*+\**+\s*+', re.I)   # a label, its "(1-5)", ":" and "**"
 _FRACTION = re.compile(rf'({_NUM})\s*+(?:/|out\s++of)\s*+(\d++)', re.I)
 _NUMBER = re.compile(rf'(?<![\w.]){_NUM}(?![\w])')
 _BARE = re.compile(rf'\s*+\**+\s*+({_NUM})(?:\s*+(?:/|out\s++of)\s*+(\d{{1,9}}+))?+\s*+\**+\.?+\s*+', re.I)
 _END = re.compile(r'[\n.;](?!\d)')
 _WINDOW = 40   # characters of a field's value
+_W = r'[^\W\d_]++'                                                          # a word, never a number
+_OBJ = (r'(?:it|this|that|(?:this|that|the)\s++(?:summary|response|story|output|text|answer|reply|one|generation|continuation'
+        r'|dialogue|conversation|utterance|sentence|translation|essay|candidate))')   # "it", "this summary", "the response": not "the price"
+_PHRASE = re.compile(
+    r"(?<![\w'])(?:(?:(?:a|an|the|my|its)\s++(?:(?!(?:average|total|mean|combined|sum)\b)" + _W + r"\s++){0,2}?)?"
+    r"(?:score|rating|grade)\s++of"                                                                     # "a (final) score of", not "a total score of"
+    rf"|(?:give[n]?+|giving|gave|assign(?:ed|ing)?+|award(?:ed|ing)?+)\s++{_OBJ}(?:\s++an?+)?+"         # "give it a" (not "the review gives it")
+    rf"|rat(?:e|ed|ing)\s++{_OBJ}(?:\s++as)?+(?:\s++(?:an?+|at))?+)"                                     # "rate this summary (as) (a)"
+    rf"[ \t]*+\**+[ \t]*+(?P<v>{_NUM})(?:[ \t]*+(?:/|out[ \t]++of)[ \t]*+(?P<d>\d{{1,9}}+))?+\**+"    # the number on the same line, "4/5"
+    r"(?!\w|[ \t]*+(?:[-–]|or\b|to\b)[ \t]*+\d|[ \t]*+(?:stars?\b|%|percent\b)"                        # not "4th", "3-4", "3 or 4", "4 stars"
+    r"|[ \t]*+for\b[^,.;\n]{0,40}+,[ \t]*+(?:and[ \t]++)?+\d)", re.I)                                    # nor "2 for relevance, 3 for ..."
+_HEDGE = re.compile(r"\b(?:not|no|never|cannot|without|if|unless|whether|where|when|than|rather|instead|from|between|would\s++need"
+                    r"|needs?\s++to|to\s++(?:get|achieve|earn|reach|receive|deserve|merit|warrant|justify|be\s++given))\b|n[’']t\b", re.I)
+_RUBRIC = re.compile(r"[ \t]*+(?:\(|,)?+[ \t]*+(?:means?|indicates?|represents?|signif(?:y|ies)|denotes?|stands|corresponds?|would|could"
+                     r"|should|might|requires?|implies|is\s++(?:reserved|for|given\s++(?:to|for|when|if)|the\s++(?:highest|lowest|best|worst|maximum|minimum)))\b", re.I)
+_CLAUSE = re.compile(r'[,;:.!?\n(]')                                        # where the clause before a phrase starts
+_QUOTES = re.compile(r'["“”]')
+_HEDGE_WINDOW = 60   # characters of the clause before a phrase
 
 def parse_score(text:str, # the judge's output
                 lo:float=1, hi:float=5, # the scale
                 finish_reason:str|None=None, # 'length' turns "no score" into "truncated"
                 integer:bool=False, # require an integer rating
                )->Parsed:
-    "The score a judge gave, anchored on its final score field, or a failure with its reason."
+    "The score a judge gave, anchored on its final score field, else on a score phrase ('I give it a score of 4'), or a failure with its reason."
     if text is None or not str(text).strip():
         return Parsed(None, TRUNCATED if finish_reason == 'length' else EMPTY)
     t = str(text); none = Parsed(None, TRUNCATED if finish_reason == 'length' else NO_SCORE)
     labels = list(_LABEL.finditer(t))      # all labels first: one field's value never swallows the next label
     if not labels:
         bare = _BARE.fullmatch(t)
-        if not bare: return none
-        x = float(bare[1])
-        return _denominator_failure([(x, bare[2])] if bare[2] else [], lo, hi) or _check(x, lo, hi, integer)
+        if bare:
+            x = float(bare[1])
+            return _denominator_failure([(x, bare[2])] if bare[2] else [], lo, hi) or _check(x, lo, hi, integer)
+        said = _phrases(t)
+        if not said: return none
+        bad = _denominator_failure([(x, d) for x, d in said if d], lo, hi)
+        if bad: return bad
+        distinct = {x for x, _ in said}
+        if len(distinct) > 1: return Parsed(None, f'{CONFLICT}: {sorted(distinct)}')
+        return _check(said[0][0], lo, hi, integer)
     ends = [m.start() for m in labels[1:]] + [len(t)]
-    ranks = [2 if m['label'][0] in 'fFoO' else 1 for m in labels]           # 'final ...' and 'overall ...' outrank the rest
+    ranks = [2 if m['top'] else 1 for m in labels]                          # 'final ...' and 'overall ...' outrank the rest
     top = max(ranks)
     chosen = [_field_numbers(t[m.end():min(m.end() + _WINDOW, e)]) for m, e, r in zip(labels, ends, ranks) if r == top]
     last = chosen[-1][0]
@@ -70,6 +96,16 @@ def parse_score(text:str, # the judge's output
     distinct = {x for f in chosen for x in f[0]}
     if len(set(last)) > 1 or len(distinct) > 1: return Parsed(None, f'{CONFLICT}: {sorted(distinct)}')
     return _check(last[0], lo, hi, integer)
+
+def _phrases(t):
+    "The scores a reply states in words ('I would give it a score of 4', 'I'd rate it a 4', 'a rating of 4/5') as [(4.0, '5' or None)]: not inside a double-quoted passage, not hedged in its clause ('would not give it a 5', 'if ...', 'to get a 5'), not a rubric ('a score of 1 means')."
+    quotes = [m.start() for m in _QUOTES.finditer(t)]; lines = [m.start() for m in re.finditer('\n', t)]; out = []
+    for m in _PHRASE.finditer(t):
+        s = m.start(); k = bisect.bisect_left(lines, s); line = lines[k - 1] if k else -1       # the newline before it
+        if (bisect.bisect_left(quotes, s) - bisect.bisect_right(quotes, line)) % 2: continue        # inside "..." on its line
+        if _HEDGE.search(_CLAUSE.split(t[max(0, s - _HEDGE_WINDOW):s])[-1]) or _RUBRIC.match(t, m.end()): continue
+        out.append((float(m['v']), m['d']))
+    return out
 
 def _field_numbers(v):
     "Numbers a score field states up to its line or sentence end ('4', '**4**', '3 or 4', '3-4', '4/5' as 4), and its fractions [(4.0, '5')]."

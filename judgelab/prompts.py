@@ -12,13 +12,21 @@ from .core import paths
 from .llm import Request
 
 # %% auto #0
-__all__ = ['PromptError', 'PromptTemplate', 'prompts_dir', 'load_prompt', 'list_prompts', 'scale_text', 'item_variables',
-           'render_item']
+__all__ = ['PromptError', 'plural', 'PromptTemplate', 'prompts_dir', 'load_prompt', 'list_prompts', 'scale_text',
+           'item_variables', 'render_item']
 
 # %% ../nbs/03_prompts.ipynb #c5b8c1c2
 class PromptError(ValueError): "A template that is missing, malformed, or rendered without a variable it needs."
 
 _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=False, trim_blocks=True, lstrip_blocks=True)
+
+def plural(word:str)->str:
+    "The plural of an English noun (or of a label's last word) for templates: 'summary' -> 'summaries', 'story' -> 'stories', 'response' -> 'responses', 'Dialogue history' -> 'Dialogue histories'."
+    if re.search(r'[^aeiou]y$', word, re.I): return word[:-1] + ('IES' if word[-1].isupper() else 'ies')
+    if re.search(r'(?:s|x|z|ch|sh)$', word, re.I): return word + ('ES' if word[-1].isupper() else 'es')
+    return word + ('S' if word[-1:].isupper() else 's')
+
+_ENV.filters['plural'] = plural      # `{{ output_label | lower | plural }}`: never "summarys"
 
 @dataclass
 class PromptTemplate:

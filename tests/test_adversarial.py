@@ -22,6 +22,32 @@ def test_final_score_field_after_a_score_field_on_the_same_line():
 def test_final_score_field_still_conflicts_within_its_rank():
     assert parse_score('Final score: 3. Final score: 4').failure == 'conflicting scores: [3.0, 4.0]'
 
+# --- score phrases: a reply without a score field ------------------------------------------------------------------
+
+@pytest.mark.parametrize('text,want', [          # before: every one 'no score found'
+    ('so I would give it a score of 4.', 4), ('I give it a score of 4', 4), ('Overall: 4', 4), ('a rating of 4/5', 4),
+    ("I'd rate it 4", 4), ('I would rate it a 4', 4), ('I rate this summary 3 out of 5', 3),
+    ('The summary lacks detail, resulting in a score of 2.', 2),
+    ('A score of 1 means poor and a score of 5 means excellent. I give it a score of 4.', 4)])
+def test_score_phrase_is_read(text, want):
+    assert parse_score(text, 1, 5) == Parsed(float(want))
+
+@pytest.mark.parametrize('text', [               # guards: no phrase, or one that is not the judge's score
+    'The summary has 3 sentences and 2 errors.', 'The reviewer wrote "I would give it a score of 4".',
+    'I would rate it\n1. Coherence is fine', 'I would not give it a score of 5.', 'One review rates the price as 3.5/5.',
+    'The rating of 4 stars for the server', 'a rating of 2 for relevance, 3 for coherence', 'I give it a 3 or 4',
+    'It is good. I would say four.'])
+def test_numbers_that_no_score_phrase_names_are_not_a_score(text):
+    assert parse_score(text, 1, 5) == Parsed(None, NO_SCORE)
+
+def test_a_score_field_wins_over_a_phrase_and_phrases_keep_the_scale():
+    assert parse_score('Score: 2. On reflection, I would give it a score of 4.') == Parsed(2.0)
+    assert parse_score('Overall: the summary has 2 errors. Score: 3') == Parsed(3.0)
+    assert parse_score('a score of 3. Then again, a score of 4').failure == 'conflicting scores: [3.0, 4.0]'
+    assert parse_score("I'd rate it 7 out of 10", 1, 5).failure == 'out of range: 7/10, denominator 10 does not match the scale 1-5'
+    assert parse_score("I'd rate it 7 out of 10", 1, 10) == Parsed(7.0)
+    assert parse_score('I give it a score of 6', 1, 5).failure == 'out of range: 6 not in [1, 5]'
+
 # --- denominators -------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize('text', ['4/5', '4 out of 5', 'Score: 4/5', 'Rating: 4 out of 5', '**4/5**'])   # before: '4 out of 5' no score; the rest guards
@@ -137,6 +163,19 @@ def score_texts(N): return {
     'out_of_spaces': 'Score: 4 out' + ' ' * N + 'x',
     'one_dot_repeated': '1.' * (N // 2),
     'q1_colon_repeated': 'Q1:' * 30_000,
+    # score phrases (no score field): guards, all linear since they were added
+    'give_it_a_score_of_repeated': 'give it a score of ' * (N // 19),
+    'phrases_repeated': 'so I would give it a score of 4. ' * (N // 33),
+    'hedged_phrases_repeated': 'I would not rate it 4 ' * (N // 22),
+    'quoted_phrases_repeated': '"a rating of 4/5" ' * (N // 18),
+    'rate_it_spaces_letter': 'rate it' + ' ' * N + 'x',
+    'rate_this_summary_as_spaces': 'I rate this summary as' + ' ' * N + 'x',
+    'a_score_of_spaces_letter': 'a score of' + ' ' * N + 'x',
+    'score_of_then_for_spaces': 'a score of 4 for' + ' ' * N + 'x',
+    'articles_then_score_of': 'a ' * (N // 2) + 'score of 4',
+    'words_then_rate_it': 'rate ' * (N // 5) + 'it 4',
+    'overall_spaces_colon': 'Overall' + ' ' * N + ': x',
+    'overall_colon_repeated': 'Overall: ' * (N // 9),
 }
 
 SCORE_TEXTS = score_texts(N)
