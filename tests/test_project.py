@@ -190,11 +190,16 @@ def test_names_and_datasets_give_the_same_results():
     check_options('dimcheck', {'analyses': 'closerlook_analyze_rate'}, ds)
     with pytest.raises(TypeError, match='needs a loaded Dataset'): item_variables('topical_chat', its.item_id.iloc[0], 'coherence')
 
-ABSOLUTE_TIME = re.compile(r"(best_of_3|perf_counter|time\.time|monotonic|elapsed|wall|seconds|duration)\b[^\n<>]*\)?\s*<=?\s*\d")
+ABSOLUTE_TIME = re.compile(r"(best_of_3|perf_counter|time\.time|monotonic|elapsed|wall|seconds|duration|\bdt)\b[^\n<>]*\)?\s*<=?\s*\d")
 
 def test_no_test_asserts_an_absolute_time():
     """A bound in seconds fails on a busy machine (four tests did): timing tests compare sizes or variants in one run."""
-    hits = [f'{p.name}:{i}: {l.strip()}' for p in sorted((ROOT/'tests').glob('*.py')) if p.name != 'test_project.py'
-            for i, l in enumerate(p.read_text().splitlines(), 1) if l.lstrip().startswith('assert') and ABSOLUTE_TIME.search(l)]
+    def lines(p):
+        if p.suffix == '.py': return p.read_text().splitlines()
+        return [l for c in json.loads(p.read_text())['cells'] if c['cell_type'] == 'code' for l in ''.join(c['source']).splitlines()]
+    files = [p for p in sorted((ROOT/'tests').glob('*.py')) if p.name != 'test_project.py'] + sorted((ROOT/'nbs').rglob('*.ipynb'))
+    hits = [f'{p.name}:{i}: {l.strip()}' for p in files for i, l in enumerate(lines(p), 1)
+            if 'assert' in l and ABSOLUTE_TIME.search(l[l.index('assert'):])]
     assert not hits, hits
-    assert ABSOLUTE_TIME.search("assert best_of_3(lambda: f(t)) < 0.1") and not ABSOLUTE_TIME.search("assert growth(f, n, g) < LINEAR")
+    for bad in ("assert best_of_3(lambda: f(t)) < 0.1", "assert time.perf_counter() - t0 < 0.5", "assert dt < 10"): assert ABSOLUTE_TIME.search(bad), bad
+    assert not ABSOLUTE_TIME.search("assert growth(f, n, g) < LINEAR")
