@@ -104,8 +104,8 @@ def git_info(root:str|Path|None=None)->dict:
         r = subprocess.run(['git', *a], cwd=root, capture_output=True, text=True)
         return r.stdout.strip() if r.returncode == 0 else None
     commit = _git('rev-parse', 'HEAD')
-    # artifacts (outputs/, papermill_runs/, README.md) do not make the code dirty: runs rewrite them as they go
-    code = ('--', '.', ':!outputs', ':!papermill_runs', ':!README.md')
+    # artifacts (outputs/, papermill_runs/, README.md) and Snakemake's records (.snakemake/) do not make the code dirty: runs rewrite them as they go
+    code = ('--', '.', ':!outputs', ':!papermill_runs', ':!README.md', ':!.snakemake')
     status = _git('status', '--porcelain', '--untracked-files=no', *code)
     dirty = bool(status) if status is not None else None
     # a dirty tree is pinned by the hash of its changes against the commit: two runs with the same (commit, diff) ran the same code

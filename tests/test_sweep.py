@@ -301,6 +301,21 @@ def test_committed_main_job_is_current():
     lines = [l.split() for l in r.stdout.splitlines() if l.split()[1:2] and l.split()[1].startswith('embedded/')]
     assert lines and all(f[2] == 'done' for f in lines), r.stdout
 
+def test_committed_main_job_scores_on_every_dimension_and_names_one_clean_commit():
+    """The embedded pipeline check checks: every method variant of the committed judge runs parsed at least one score on
+    every (dataset, dimension) it was asked for (DimCheck: at least one analysis edited and rescored), every run is
+    healthy, and every artefact of the main job names one commit with a clean tree."""
+    judged = sorted((ROOT/'outputs'/'embedded'/'judge').glob('*/tables/judged.csv'))
+    assert len(judged) == 5, judged
+    for f in judged:
+        t = pd.read_csv(f)
+        assert (t.status == 'ok').all() and (t.scored > 0).all(), (f.parts[-3], t[t.status != 'ok'][['label', 'status', 'no_score_on', 'top_failures']].to_dict('records'))
+        assert (t.rescored.dropna() > 0).all(), f
+        assert json.loads((f.parents[1]/'health.json').read_text()) == dict(status='ok', problems=[]), f
+    rows = [json.loads(l) for m in sorted((ROOT/'outputs'/'embedded').rglob('manifest.jsonl')) for l in m.read_text().splitlines() if l.strip()]
+    assert {r['commit'] for r in rows} and len({r['commit'] for r in rows}) == 1, {r['commit'] for r in rows}
+    assert not [r['artifacts'] for r in rows if r['dirty'] or r.get('diff')]
+
 def test_filtered_and_overridden_sweep_keeps_every_run_id_and_deletes_nothing(repo):
     "The README's 'own server' command shape (--only, --match, --set) once collapsed the run id to `s/judge`, the parent of the committed run folders, which Snakemake then emptied."
     template(repo/'nbs'/'experiments'/'t_judge.ipynb', JUDGE[0] + "\nbase_url: str = ''", JUDGE[1])
