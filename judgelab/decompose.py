@@ -64,6 +64,8 @@ def best_regressor(results:list)->str:
     return max(sorted(tot, key=REGRESSOR_ORDER.index), key=lambda k: (round(tot[k], 12), -REGRESSOR_ORDER.index(k)))
 
 # %% ../nbs/09_decompose.ipynb #91f26974
+from .judges import complete_scores, check_score_completion
+
 def parse_criteria(text:str)->list:
     "Sub-criteria listed as '- name: description' (or '1. name: description', or a bare list item), in order, without duplicates."
     out, seen = [], set()
@@ -168,6 +170,7 @@ def decompose_criteria(ds, dims, backend, variant:str='hd_eval', k:int=4, k3:int
 def decomposition(ds, its, dims, backend, variant:str='hd_eval', k:int=4, k3:int=2, icl:int=5, max_tokens:int=48, seed:int=0, progress=True,
                   generic:str='generate', # l1_agnostic: 'generate' (the LLM writes them) or 'file' (the 25 hand-written ones)
                   k_generic:int=10, # l1_agnostic: generic criteria the LLM writes
+                  complete_score:bool=False, # a sub-criterion reply without a score gets one score completion ('<reply>\nScore:', HypoEval '{Final score:'; constrained to the ratings)
                  ):
     "Sub-criterion scores of a decomposition variant: one row per (item, L1, sub-criterion)."
     ds = D.as_dataset(ds)
@@ -194,13 +197,17 @@ def decomposition(ds, its, dims, backend, variant:str='hd_eval', k:int=4, k3:int
             if variant == 'l1_agnostic': v.update(lo='1', hi='5', scale_text='1 = worst, 5 = best')   # generic criteria: one shared 1-5 scale
             for c in tree[d]:
                 reqs.append(t.request(meta=dict(item_id=it.item_id, dimension=d, sub=c), max_tokens=max_tokens, temperature=0.0, seed=seed, subcriterion=c, **v))
+    scale = lambda r: (1, 5) if variant in ('l1_agnostic', 'hypoeval') else ds.dim(r.meta['dimension']).scale[:2]
+    label = '{Final score:' if variant == 'hypoeval' else 'Score:'      # HypoEval asks for '{Final score: [your score]}'
+    if complete_score and reqs: check_score_completion(backend, reqs[0], *scale(reqs[0]), label)
     outs = backend.generate(reqs, progress=progress); rows = []
     for r, c in zip(reqs, outs):
-        d = ds.dim(r.meta['dimension']); lo, hi = (1, 5) if variant in ('l1_agnostic', 'hypoeval') else (d.lo, d.hi)
+        d = ds.dim(r.meta['dimension']); lo, hi = scale(r)
         ch = c.choices[0]
         rows.append({**judgment_row(r.meta['item_id'], d.name, f'decomposition_{variant}', c.model, parse_score(ch.text, lo, hi, ch.finish_reason), ch, r, c.backend,
                                     'L1 used as its own sub-criterion (decomposition failed)' if d.name in failed else 'parse'),
                      'subcriterion': r.meta['sub']})
+    if complete_score: complete_scores(rows, reqs, [scale(r) for r in reqs], backend, label, progress=progress)
     j = typed_judgments(rows)
     j.attrs.update(decomposition=_rel(out, paths.root), file_method=f'decomposition_{variant}')   # relative: no machine paths in files
     return j

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from .llm import Request, Choice
 from .prompts import load_prompt, item_variables
 from .parse import Parsed, parse_score, strip_thinking
-from .judges import analyze_rate_requests, analysis_text, to_table, typed_judgments, judgment_row, EXTRA_COLUMNS
+from .judges import analyze_rate_requests, analysis_text, to_table, typed_judgments, judgment_row, EXTRA_COLUMNS, complete_scores, check_score_completion, score_strings
 from .judgments import JUDGMENT_COLUMNS, list_judgments, load_judgments, slug
 from . import data as D
 
@@ -154,11 +154,12 @@ def rescore_request(base:Request, # the Analyze-Rate request that produced the o
                     analysis:str, # the edited analysis
                     seed:int=0, template:str='analyze_rate',
                     source:str|None=None, # where a published analysis came from ('<judge>/<model>, <source>'): said in the prompt column
+                    choice:list|None=None, # constrain the rating to these strings (`complete_score`: the scale's ratings)
                    )->Request:
     "The evaluation request unchanged, with the edited analysis as the start of the judge's answer; the judge continues with the rating."
     prefill = dict(role='assistant', content=f'Analysis: {analysis}\n{RESCORE_PREFIX}')
-    prompt = f'{template}+rescore' + (f' (published analysis from {source})' if source else '')
-    return Request(base.messages + [prefill], max_tokens=16, temperature=0.0, seed=seed, continue_final=True,
+    prompt = f'{template}+rescore' + (f' (published analysis from {source})' if source else '') + (' (constrained to the ratings)' if choice else '')
+    return Request(base.messages + [prefill], max_tokens=4 if choice else 16, temperature=0.0, seed=seed, continue_final=True, choice=list(choice) if choice else None,
                    meta=dict(item_id=base.meta['item_id'], dimension=base.meta['dimension'], prompt=prompt))
 
 def dimcheck(ds, its, dims, backend, editor=None, # editor backend (default: the judge's backend)
@@ -172,6 +173,7 @@ def dimcheck(ds, its, dims, backend, editor=None, # editor backend (default: the
              analyses=None, # start from existing analyses instead of generating them: a judgments table with rationales, or a published source of the dataset (`list_judgments`)
              analyses_sample:int=0, # the sample of `analyses` to edit (a published judge may have several per item)
              analyses_judge:str|None=None, # where `analyses` hold several judges (e.g. llm_summeval's nine): 'judge/model', a judge or a model name
+             complete_score:bool=False, # a generated base analysis without a score gets one score completion (as `analyze_rate(complete_score=True)`), and the rescoring is constrained to the ratings
             ):
     "DimCheck judgments (with every intermediate analysis recorded), on generated Analyze-Rate analyses or on existing ones."
     ds = D.as_dataset(ds)
@@ -179,8 +181,16 @@ def dimcheck(ds, its, dims, backend, editor=None, # editor backend (default: the
     editor = editor or backend; et = load_prompt(edit_template)
     calls = dict(base=0, edit_rounds=0, rescore=0)
     base_reqs = analyze_rate_requests(ds, its, dims, template, 0.0, 1, base_max_tokens, seed)
+    if complete_score and base_reqs: check_score_completion(backend, base_reqs[0], *ds.dim(base_reqs[0].meta['dimension']).scale[:2])
+    completed = {}
     if analyses is None:            # the judge's own Analyze-Rate analyses, one batch
         base = backend.generate(base_reqs, progress=progress); calls['base'] = 1; src = None
+        if complete_score:          # the base scores the judge did not write: one score completion each, marked on the rows kept
+            brows = [judgment_row(r.meta['item_id'], r.meta['dimension'], template, c.model, parse_score(c.text, ds.dim(r.meta['dimension']).lo, ds.dim(r.meta['dimension']).hi, c.finish_reason),
+                                  c.choices[0], r, c.backend) for r, c in zip(base_reqs, base)]
+            complete_scores(brows, base_reqs, [ds.dim(r.meta['dimension']).scale[:2] for r in base_reqs], backend, RESCORE_PREFIX, 'Analysis: ', analysis_text, progress=progress)
+            completed = {k: row for k, row in enumerate(brows) if row['first_failure'] is not None}
+            if completed: calls['base_completion'] = 1
         origins = [dict(analysis=analysis_text(c.text), completion=c, judge=template, model=c.model, source='generated') for c in base]
     else:                           # existing analyses: checked against the dataset before any call, nothing generated
         pub, src = published_analyses(ds, its, dims, analyses, analyses_sample, analyses_judge)
@@ -224,7 +234,8 @@ def dimcheck(ds, its, dims, backend, editor=None, # editor backend (default: the
     # (for a published analysis judgelab's Analyze-Rate request of the item and dimension: the published judge's own prompt is not judgelab's)
     changed = [k for k, s in states.items() if _norm(s.analysis) != _norm(s.analysis0)]
     note = lambda o: None if o['source'] == 'generated' else f"{o['judge']}/{o['model']}, {o['source']}"
-    rescore_reqs = [rescore_request(base_reqs[k], states[k].analysis, seed, template, note(origins[k])) for k in changed]
+    rescore_reqs = [rescore_request(base_reqs[k], states[k].analysis, seed, template, note(origins[k]),
+                                    score_strings(*ds.dim(base_reqs[k].meta['dimension']).scale[:2]) if complete_score else None) for k in changed]
     rescored = {}
     if rescore_reqs:
         rescored = dict(zip(changed, backend.generate(rescore_reqs, progress=progress))); calls['rescore'] = 1
@@ -242,10 +253,14 @@ def dimcheck(ds, its, dims, backend, editor=None, # editor backend (default: the
             rows.append(row); continue
         if gen: c = o['completion']; base_p = parse_score(c.text, d.lo, d.hi, c.finish_reason)
         else: base_p = Parsed(o['score'])           # the published score: nothing of ours generated it
+        if k in completed: base_p = Parsed(completed[k]['score']) if completed[k]['parse_ok'] else Parsed(None, completed[k]['failure'])
         if k in rescored:
             rc = rescored[k]; p = parse_score(RESCORE_PREFIX + rc.text, d.lo, d.hi, rc.finish_reason)
             row = judgment_row(s.item.item_id, d.name, 'dimcheck' + suffix, rc.model, p, rc.choices[0], rescore_reqs[changed.index(k)], rc.backend, 'rescored')
-        elif gen: row = judgment_row(s.item.item_id, d.name, 'dimcheck' + suffix, c.model, base_p, c.choices[0], r, c.backend, 'kept')
+        elif gen:
+            row = judgment_row(s.item.item_id, d.name, 'dimcheck' + suffix, c.model, base_p, c.choices[0], r, c.backend, 'kept')
+            if k in completed: row.update({f: completed[k][f] for f in ('first_failure', 'completion', 'prompt_tokens', 'completion_tokens', 'seconds', 'cached')},
+                                          scoring='kept, ' + completed[k]['scoring'])
         else:
             row = judgment_row(s.item.item_id, d.name, 'dimcheck' + suffix, backend.identity(), base_p, Choice(o['text'], sample=analyses_sample),
                                r, backend.name, 'kept')

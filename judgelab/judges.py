@@ -7,23 +7,24 @@ from __future__ import annotations
 import re, json, math, bisect, itertools, warnings
 import numpy as np, pandas as pd
 from . import data as D
-from .llm import Backend, Request
+from .llm import Backend, Request, RequestError
 from .models import get_backend
 from .prompts import load_prompt, item_variables
-from .parse import (Parsed, NO_SCORE, EMPTY, parse_score, range_failure, geval_score, geval_distribution, score_probs, geval_from_samples,
+from .parse import (Parsed, NO_SCORE, EMPTY, TRUNCATED, parse_score, range_failure, geval_score, geval_distribution, score_probs, geval_from_samples,
                             score_position, strip_thinking)
 from .judgments import JUDGMENT_COLUMNS, judgment_scores
 from .stats import round_to_scale, split_indices, make_regressor
 
 # %% auto #0
-__all__ = ['EXTRA_COLUMNS', 'OPTIONAL_COLUMNS', 'select_items', 'resolve', 'judgment_row', 'typed_judgments', 'to_table',
-           'summarize', 'analysis_text', 'analyze_rate_requests', 'analyze_rate', 'geval_labels', 'geval_offset',
+__all__ = ['EXTRA_COLUMNS', 'OPTIONAL_COLUMNS', 'COMPLETE_FAILURES', 'select_items', 'resolve', 'judgment_row', 'typed_judgments',
+           'to_table', 'summarize', 'reply_before_score', 'score_completion_request', 'check_score_completion',
+           'complete_scores', 'analysis_text', 'analyze_rate_requests', 'analyze_rate', 'geval_labels', 'geval_offset',
            'geval_stop_pattern', 'geval_position', 'geval_text_score', 'geval_steps', 'score_strings',
            'has_official_geval', 'geval_official_prompts', 'geval', 'icl_examples', 'direct', 'direct_regressor']
 
 # %% ../nbs/07_judges.ipynb #eef54c05
 EXTRA_COLUMNS = ['prompt', 'backend', 'prompt_tokens', 'completion_tokens', 'seconds', 'cached', 'key', 'scoring', 'finish_reason']
-OPTIONAL_COLUMNS = ['valid_mass']   # after EXTRA_COLUMNS when a method records them: G-Eval's probability mass on valid ratings at the score position
+OPTIONAL_COLUMNS = ['valid_mass', 'first_failure', 'completion']   # after EXTRA_COLUMNS when a method records them: G-Eval's probability mass on valid ratings at the score position; a score completion's first failure and its text
 
 def select_items(ds, items=None, n_items:int|None=None, seed:int=0)->pd.DataFrame:
     "The items to judge: given ids (checked), else a seeded sample of `n_items`, else all."
@@ -78,6 +79,61 @@ def summarize(j:pd.DataFrame)->pd.DataFrame:
     if 'valid_mass' in j: t['valid_mass'] = g.valid_mass.mean().values      # mean probability on valid ratings (NaN rows skipped)
     return t
 
+# %% ../nbs/07_judges.ipynb #c0e96bf6
+COMPLETE_FAILURES = (TRUNCATED, NO_SCORE, EMPTY)   # a reply that wrote no score: what a score completion may finish
+_LAST_FIELD = re.compile(r'\n?[ \t]*+[{*_]*+(?:(?:final|overall)\s++)?+(?:score|rating)[*_]*+\s*+[:=]', re.I)
+
+def reply_before_score(text:str|None)->str:
+    "A reply without `<think>` blocks and without its last score field and what follows it (an unfinished 'Score: good'): what a score completion continues."
+    t = strip_thinking(text or '')
+    hits = list(_LAST_FIELD.finditer(t))
+    return (t[:hits[-1].start()] if hits else t).strip()
+
+def score_completion_request(base:Request, # the request whose reply wrote no score
+                             reply:str, # what the judge wrote before its score (`reply_before_score`; Analyze-Rate: `analysis_text`)
+                             lo:float, hi:float, # the scale: the completion is one of its ratings (`score_strings`)
+                             label:str='Rating:', # the method's score field, written for the judge
+                             lead:str='', # written before the reply (Analyze-Rate: 'Analysis: ', as `dimcheck.rescore_request` does)
+                             max_tokens:int=4, # a rating and the end of the choice
+                             **kw, # further `Request` fields (G-Eval: logprobs, top_logprobs, score_tokens)
+                            )->Request:
+    "The same messages, then the reply so far and the score field as the start of the judge's answer: the judge continues with one of the ratings (greedy, `choice`-constrained)."
+    body = (reply or '').strip()
+    prefill = f'{lead}{body}\n{label}' if body else label
+    return Request(list(base.messages) + [dict(role='assistant', content=prefill)], max_tokens=max_tokens, temperature=0.0, seed=base.seed,
+                   choice=list(score_strings(lo, hi)), continue_final=True,
+                   meta=dict(base.meta, prompt=f"{base.meta.get('prompt') or 'judge'}+score completion"), **kw)
+
+def check_score_completion(backend, base:Request, lo:float, hi:float, label:str='Rating:', **kw)->None:
+    "Raise `RequestError` before any generation when `backend` cannot run the score completions of `base`'s method (a prefilled answer with a choice constraint)."
+    r = score_completion_request(base, 'x', lo, hi, label, **kw)
+    try: r.validate(); backend.check_request(r)
+    except RequestError as e: raise RequestError(f"complete_score=True needs a backend that continues a prefilled answer with a choice constraint: {e}") from None
+
+def complete_scores(rows:list, # judgments rows (`judgment_row`), changed in place
+                    bases:list, # per row: the request it answered
+                    scales:list, # per row: (lo, hi)
+                    backend, label:str='Rating:', lead:str='',
+                    reply=reply_before_score, # reply text -> what the completion continues
+                    parse=None, # (Choice, lo, hi) -> (Parsed, extra row fields, 'note': added to `scoring`); default: `parse_score` of `label` + the completion
+                    progress=True, **kw)->list:
+    "The rows, those whose reply wrote no score (`COMPLETE_FAILURES`) finished by one score completion each (one batch), marked: `scoring` 'completed: <first failure>', `first_failure`, `completion`; tokens and seconds added."
+    for row in rows: row.setdefault('first_failure', None); row.setdefault('completion', None)
+    todo = [i for i, row in enumerate(rows) if row['failure'] in COMPLETE_FAILURES or str(row['failure']).startswith(NO_SCORE + ':')]   # G-Eval: 'no score found: no valid rating among ...'
+    reqs = [score_completion_request(bases[i], reply(rows[i]['rationale']), *scales[i], label=label, lead=lead, **kw) for i in todo]
+    if not reqs: return rows
+    for i, c in zip(todo, backend.generate(reqs, progress=progress)):
+        ch = c.choices[0]; row = rows[i]; lo, hi = scales[i]; extra = {}
+        if ch.error: p = Parsed(None, f'request failed: {ch.error}')
+        elif parse is not None: p, extra = parse(ch, lo, hi)
+        else: p = parse_score(label + ch.text, lo, hi, ch.finish_reason)
+        note = extra.pop('note', None)
+        row.update(first_failure=row['failure'], scoring=f"completed: {row['failure']}" + (f'; {note}' if note else ''), completion=label + ch.text,
+                   score=p.value if p.ok else np.nan, parse_ok=p.ok, failure=None if p.ok else f'score completion: {p.failure}',
+                   prompt_tokens=row['prompt_tokens'] + ch.prompt_tokens, completion_tokens=row['completion_tokens'] + ch.completion_tokens,
+                   seconds=row['seconds'] + ch.seconds, cached=bool(row['cached'] and ch.cached), **extra)
+    return rows
+
 # %% ../nbs/07_judges.ipynb #50702f93
 def analysis_text(text:str)->str:
     "The analysis part of an Analyze-Rate reply: everything before the last 'Rating:' field, without the 'Analysis:' label or `<think>` blocks."
@@ -92,15 +148,21 @@ def analyze_rate_requests(ds, its, dims, template='analyze_rate', temperature=0.
     return [t.request(meta=dict(item_id=it.item_id, dimension=d), max_tokens=max_tokens, temperature=temperature, n=n, seed=seed,
                       **item_variables(ds, it, d)) for it in its.itertuples() for d in dims]
 
-def analyze_rate(ds, its, dims, backend, template:str='analyze_rate', temperature:float=0.0, n:int=1, max_tokens:int=256, seed:int=0, progress=True):
+def analyze_rate(ds, its, dims, backend, template:str='analyze_rate', temperature:float=0.0, n:int=1, max_tokens:int=256, seed:int=0, progress=True,
+                 complete_score:bool=False, # a reply without a score gets one score completion ('Analysis: <analysis>\nRating:', constrained to the ratings)
+                ):
     "Analyze-Rate judgments."
     ds = D.as_dataset(ds)
     reqs = analyze_rate_requests(ds, its, dims, template, temperature, n, max_tokens, seed)
-    outs = backend.generate(reqs, progress=progress); rows = []
+    if complete_score and reqs: check_score_completion(backend, reqs[0], *ds.dim(reqs[0].meta['dimension']).scale[:2])
+    outs = backend.generate(reqs, progress=progress); rows, bases = [], []
     for r, c in zip(reqs, outs):
         d = ds.dim(r.meta['dimension'])
         for ch in c.choices:
             rows.append(judgment_row(r.meta['item_id'], d.name, 'analyze_rate', c.model, parse_score(ch.text, d.lo, d.hi, ch.finish_reason), ch, r, c.backend))
+            bases.append(r)
+    if complete_score:
+        complete_scores(rows, bases, [ds.dim(r.meta['dimension']).scale[:2] for r in bases], backend, 'Rating:', 'Analysis: ', analysis_text, progress=progress)
     return to_table(rows)
 
 # %% ../nbs/07_judges.ipynb #125ced54
@@ -191,6 +253,7 @@ def geval(ds, its, dims, backend, template:str='geval',
           auto_steps:bool=False, # the model writes the evaluation steps first (G-Eval's auto-CoT)
           steps_max_tokens:int=256, seed:int=0, progress=True,
           prompts:str='default', # 'official': G-Eval's released prompts (SummEval); 'judgelab': `template`; 'default': official where released, else judgelab
+          complete_score:bool=False, # a reply without a rating (logprobs path) gets one score completion ('<reply>\n<Criterion>:', constrained to the ratings): its rating's distribution
          ):
     "G-Eval judgments: probability-weighted scores over every valid rating at the score position (fallback: mean of n samples)."
     ds = D.as_dataset(ds)
@@ -209,14 +272,23 @@ def geval(ds, its, dims, backend, template:str='geval',
                 text = official[d].replace('{{Document}}', str(it.source)).replace('{{Summary}}', str(it.output))
                 reqs.append(Request([dict(role='user', content=text)], **{**kw, 'meta': dict(kw['meta'], prompt='geval (official)')}))
             else: reqs.append(t.request(**kw, **item_variables(ds, it, d), steps=steps.get(d, '')))
-    outs = backend.generate(reqs, progress=progress); rows, redo = [], []
+    lp = lambda dm: dict(logprobs=True, top_logprobs=top_logprobs, score_tokens=score_strings(dm.lo, dm.hi))
+    if complete_score and reqs: check_score_completion(backend, reqs[0], *ds.dim(reqs[0].meta['dimension']).scale[:2], 'x:', **lp(ds.dim(reqs[0].meta['dimension'])))
+    outs = backend.generate(reqs, progress=progress); rows, redo, done = [], [], []
     for r, c in zip(reqs, outs):
         d = ds.dim(r.meta['dimension']); ch = c.choices[0]
         if not ch.logprobs: redo.append(r); continue
         pos = geval_position(ch.logprobs, geval_labels(d))
         if pos is None: p, mass, src = Parsed(None, NO_SCORE), np.nan, score_probs(ch.logprobs[0])[1]
         else: p, mass, src = geval_distribution(ch.logprobs, int(d.lo), int(d.hi), position=pos)
-        rows.append(judgment_row(r.meta['item_id'], d.name, 'geval', c.model, p, ch, r, c.backend, f'logprobs ({src})') | dict(valid_mass=mass))
+        rows.append(judgment_row(r.meta['item_id'], d.name, 'geval', c.model, p, ch, r, c.backend, f'logprobs ({src})') | dict(valid_mass=mass)); done.append(r)
+    if complete_score:     # the rating's distribution at the completion's first token, as at a score position
+        def at_first(ch, lo, hi):
+            p, mass, src = geval_distribution(ch.logprobs, int(lo), int(hi), position=0)
+            return p, dict(valid_mass=mass, note=f'logprobs ({src})')
+        for name in dict.fromkeys(r.meta['dimension'] for r in done):
+            dm = ds.dim(name); ix = [i for i, r in enumerate(done) if r.meta['dimension'] == name]
+            complete_scores([rows[i] for i in ix], [done[i] for i in ix], [dm.scale[:2]]*len(ix), backend, f'{dm.label}:', parse=at_first, progress=progress, **lp(dm))
     if redo:   # no logprobs from this backend: mean of sampled ratings
         sreq = [Request(r.messages, max_tokens=max_tokens, temperature=1.0, n=n_samples, seed=seed, meta=r.meta) for r in redo]
         for r, c in zip(sreq, backend.generate(sreq, progress=progress)):
@@ -242,7 +314,9 @@ def icl_examples(ds, dim, train_ids, k=5, seed=0)->list:
     out = ds.items.set_index('item_id')
     return [dict(output=out.loc[i, 'output'], score=f'{hm[i]:g}') for i in hm.index[pos]]
 
-def direct(ds, its, dims, backend, template:str='direct', icl:int=0, temperature:float=0.0, n:int=1, max_tokens:int=256, seed:int=0, progress=True):
+def direct(ds, its, dims, backend, template:str='direct', icl:int=0, temperature:float=0.0, n:int=1, max_tokens:int=256, seed:int=0, progress=True,
+           complete_score:bool=False, # a reply without a score gets one score completion ('<reply>\nScore:', constrained to the ratings)
+          ):
     "Direct-prediction judgments (optionally with ICL examples from the training half)."
     ds = D.as_dataset(ds)
     t = load_prompt(template); examples = {}
@@ -253,12 +327,15 @@ def direct(ds, its, dims, backend, template:str='direct', icl:int=0, temperature
         examples = {d: icl_examples(ds, d, train_ids, icl, seed) for d in dims}
     reqs = [t.request(meta=dict(item_id=it.item_id, dimension=d), max_tokens=max_tokens, temperature=temperature, n=n, seed=seed,
                       examples=examples.get(d, []), **item_variables(ds, it, d)) for it in its.itertuples() for d in dims]
-    outs = backend.generate(reqs, progress=progress); rows = []
+    if complete_score and reqs: check_score_completion(backend, reqs[0], *ds.dim(reqs[0].meta['dimension']).scale[:2], 'Score:')
+    outs = backend.generate(reqs, progress=progress); rows, bases = [], []
     for r, c in zip(reqs, outs):
         d = ds.dim(r.meta['dimension'])
         for ch in c.choices:
             rows.append(judgment_row(r.meta['item_id'], d.name, 'direct' + (f'_icl{icl}' if icl else ''), c.model,
                                      parse_score(ch.text, d.lo, d.hi, ch.finish_reason), ch, r, c.backend))
+            bases.append(r)
+    if complete_score: complete_scores(rows, bases, [ds.dim(r.meta['dimension']).scale[:2] for r in bases], backend, 'Score:', progress=progress)
     j = to_table(rows); j.attrs['file_method'] = 'direct' + (f'_icl{icl}' if icl else '')
     return j
 

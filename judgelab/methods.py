@@ -37,6 +37,8 @@ def check_options(method:str, # a name in `METHODS`
     sig = inspect.signature(METHODS[method]).parameters
     bad = [k for k in (options or {}) if k not in sig or k in FIXED_ARGS]
     if bad: raise TypeError(f"Unknown option(s) {bad} for method {method!r}; options: {', '.join(k for k in sig if k not in FIXED_ARGS)}")
+    if 'complete_score' in (options or {}) and not isinstance(options['complete_score'], bool):     # analyze_rate, direct, geval, decomposition, dimcheck
+        raise ValueError(f"complete_score must be true or false, not {options['complete_score']!r}")
     if method in OPTION_CHECKS: OPTION_CHECKS[method](dict(options or {}), dataset)
 
 # %% ../nbs/10a_methods.ipynb #348391ff

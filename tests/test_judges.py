@@ -51,6 +51,19 @@ def test_rerun_is_free(backend):
     b = run('analyze_rate', ds, backend, dims=['coherence'], items=ds.items.item_id[:1].tolist(), max_tokens=64, progress=False)
     assert b.cached.all() and a.rationale.tolist() == b.rationale.tolist()
 
+def test_score_completion_on_the_embedded_model(backend):
+    """The 135M model rarely writes 'Rating: N' inside a short cap; with complete_score each reply without a score gets one
+    constrained completion, so Analyze-Rate yields parsed scores, every completed row marked and its first failure kept."""
+    ds = D.load('topical_chat'); items = ds.items.item_id[:2].tolist()
+    j0 = run('analyze_rate', ds, backend, dims=['coherence'], items=items, max_tokens=24, progress=False)
+    j = run('analyze_rate', ds, backend, dims=['coherence'], items=items, max_tokens=24, complete_score=True, progress=False)
+    assert 'first_failure' not in j0 and j.parse_ok.sum() >= 1 and j.parse_ok.sum() >= j0.parse_ok.sum()
+    done = j.first_failure.notna()
+    assert done.sum() == (~j0.parse_ok & j0.failure.isin(['truncated at the token cap', 'no score found', 'empty output'])).sum()
+    assert j[done].scoring.str.startswith('completed: ').all() and j[done].parse_ok.all() and j[done].score.between(1, 3).all()
+    assert j[done].completion.str.fullmatch(r'Rating:[123]').all()
+    assert (j.completion_tokens[done] > j0.completion_tokens[done]).all() and (j.rationale == j0.rationale).all()
+
 def test_parser_on_recorded_real_outputs():
     # real ChatGPT replies (Closer-Look Analyze-Rate): our judge parser agrees with the data layer's strict parse
     j = JM.load_judgments('topical_chat', 'closerlook_analyze_rate')
