@@ -631,7 +631,9 @@ def score_coverage(j:pd.DataFrame|None, # one method's judgments (None: the meth
     scored = int(s.score.notna().sum()); pairs = pairs or len(s)
     fails = j.failure[~j.parse_ok.astype(bool)].dropna().astype(str)
     top = '; '.join(f'{k} ({v})' for k, v in fails.value_counts().head(3).items())
-    rescored = int(((j.scoring == 'rescored') & j.parse_ok.astype(bool)).sum()) if 'base_analysis' in j else None   # DimCheck only
+    # DimCheck only, and only where there was a non-target to remove (a one-dimension dataset has none: nothing to edit)
+    edits = 'base_analysis' in j and pd.to_numeric(j.get('n_steps'), errors='coerce').fillna(0).gt(0).any()
+    rescored = int(((j.scoring == 'rescored') & j.parse_ok.astype(bool)).sum()) if edits else None
     status = 'failed' if scored == 0 else 'degraded' if none or rescored == 0 else 'ok'
     return dict(status=status, scored=scored, pairs=pairs, scored_share=scored/pairs if pairs else 0.0, no_score_on=none, top_failures=top, rescored=rescored)
 

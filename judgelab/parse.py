@@ -185,11 +185,13 @@ def geval_from_samples(texts:list, lo=1, hi=5,
 
 # %% ../nbs/04_parse.ipynb #cb7f7af6
 _ANSWER = re.compile(r'Q(\d++)\s*+:\s*+(Yes|No)\b', re.I)
+# the question restated, then its answer on the next non-blank line: "Q1: Is it fluent?\n\nA: Yes."
+_ANSWER_BELOW = re.compile(r'Q(\d++)\s*+:[^\n]*+\n(?:[ \t]*+\n)*+[ \t]*+A(?:nswer)?+[ \t]*+:[ \t]*+\**+(Yes|No)\b', re.I)
 
 def parse_checklist(text:str, n_questions:int)->dict:
     "Answers {question number: 1 (yes) / 0 (no)}, the numbers left unanswered, and those answered both ways (`conflicts`)."
     seen = {}
-    for m in _ANSWER.finditer(text or ''):
+    for m in [*_ANSWER.finditer(text or ''), *_ANSWER_BELOW.finditer(text or '')]:
         if len(m[1]) > 6: continue          # not a question number (and int() refuses 4,300+ digits)
         q = int(m[1])
         if 1 <= q <= n_questions: seen.setdefault(q, set()).add(int(m[2].lower() == 'yes'))

@@ -192,6 +192,9 @@ def check_texts(N): return {
     'q1_spaces_colon_spaces': 'Q1' + ' ' * (N // 2) + ':' + ' ' * (N // 2) + 'x',
     'spaces': ' ' * N,
     'answers_repeated': 'Q1: Yes\n' * (N // 8),
+    'question_then_blank_lines': 'Q1: Is it fluent?\n' + ' \n' * (N // 2) + 'x',
+    'question_then_spaces_tabs': 'Q1: Is it?\n' + ' \t' * (N // 2) + 'A',
+    'questions_repeated': 'Q1: Is it fluent?\n' * (N // 18),
 }
 
 CHECK_TEXTS = check_texts(N)
