@@ -174,13 +174,19 @@ def assign_ids(runs:list, # the runs of one experiment, in file order
     heads = [_base(r.effective) for r in runs]
     groups = {}
     for r, h in zip(runs, heads): groups.setdefault(tuple(h), []).append(r)
+    own = lambda r: {k: v for k, v in r.effective.items() if k not in _NOT_IN_ID}
+    names = {}
     for head, group in groups.items():
         keys = dict.fromkeys(k for r in group for k in r.effective if k not in _NOT_IN_ID)
         differ = [k for k in keys if len({json.dumps(r.effective.get(k), sort_keys=True, default=str) for r in group}) > 1] if len(group) > 1 else []
         for r in group:
             p = r.effective
-            name = '__'.join(list(head) + _name_parts({k: p.get(k) for k in differ})) or _hash({k: p.get(k) for k in differ})
-            r.id = f'{sweep}/{exp}/{name}'
+            names[id(r)] = '__'.join(x for x in list(head) + _name_parts({k: p.get(k) for k in differ}) if x) or _hash(own(r))
+    # different values, one spelling (e.g. 'a-b' and ['a', 'b'], or two heads that join alike): those runs add a hash of their parameters
+    spelled = list(names.values())
+    for r in runs:
+        n = names[id(r)]
+        r.id = f'{sweep}/{exp}/{n}' + (f'__{_hash(own(r))}' if spelled.count(n) > 1 else '')
     return runs
 
 def variant_name(changed:dict, # the parameters a `--set` changes in a run, with their new values
@@ -190,9 +196,11 @@ def variant_name(changed:dict, # the parameters a `--set` changes in a run, with
 
 def check_nesting(ids:list)->None:
     "A `ConfigError` when one run's folder would hold another run's (Snakemake clears a run's folder before it runs it)."
-    ids = sorted(set(ids))
-    for a, b in zip(ids, ids[1:]):
-        if b.startswith(a + '/'): raise ConfigError(f"run {a!r} would write outputs/{a}/, which holds the folder of run {b!r}")
+    known = set(ids)
+    for b in sorted(known):
+        parts = b.split('/')
+        for a in ('/'.join(parts[:i]) for i in range(1, len(parts))):
+            if a in known: raise ConfigError(f"run {a!r} would write outputs/{a}/, which holds the folder of run {b!r}")
 
 
 # %% ../nbs/12_sweep.ipynb #09ae90d8

@@ -339,3 +339,38 @@ def test_a_run_folder_holding_other_runs_refuses(repo):
     r = sweep(repo, one, '--no-progress')                          # its single run is `s/judge`: the folder of the two above
     assert r.returncode != 0 and 'holds results of other runs' in (r.stdout + r.stderr), r.stdout + r.stderr
     assert (repo/'outputs'/J1/'manifest.jsonl').exists() and (repo/'outputs'/J2/'manifest.jsonl').exists()
+
+
+# --- run ids: properties over generated grids (hypothesis) -----------------------------------------------------------
+from hypothesis import given, settings, strategies as st
+from judgelab.sweep import Run, assign_ids, check_nesting, ConfigError
+
+_ID_PART = st.text(alphabet='ax-_/.1', min_size=1, max_size=6)
+
+@given(st.lists(_ID_PART, min_size=1, max_size=8))
+@settings(max_examples=300, deadline=None)
+def test_check_nesting_refuses_exactly_the_ids_that_hold_another(parts):
+    ids = [f's/e/{p}' for p in parts]
+    nested = any(b.startswith(a + '/') for a in ids for b in ids)
+    try: check_nesting(ids); refused = False
+    except ConfigError: refused = True
+    assert refused == nested, ids
+
+_VALUE = st.one_of(st.sampled_from(['a', 'b', 'a-b', 'x/y', 'summeval', '']), st.integers(-2, 3), st.booleans(),
+                   st.lists(st.sampled_from(['a', 'b']), max_size=2), st.dictionaries(st.sampled_from(['k', 'm']), st.integers(0, 2), max_size=2),
+                   st.text(min_size=25, max_size=40))
+_PARAMS = st.dictionaries(st.sampled_from(['dataset', 'n_items', 'dims', 'options', 'seed', 'backend', 'model']), _VALUE, min_size=1, max_size=4)
+
+@given(st.lists(_PARAMS, min_size=1, max_size=6, unique_by=lambda p: json.dumps(p, sort_keys=True)), st.data())
+@settings(max_examples=300, deadline=None)
+def test_run_ids_are_distinct_folders_that_never_hold_one_another_and_ignore_filtering(grid, data):
+    """Whatever the grid: every run gets its own id, no run's folder holds another's, and an id depends on the
+    whole grid only (the ids of a filtered sweep are the full sweep's ids of the runs it keeps)."""
+    runs = assign_ids([Run('e', Path('t.ipynb'), dict(p)) for p in grid], 's')
+    ids = [r.id for r in runs]
+    assert len(set(ids)) == len(ids), ids
+    check_nesting(ids)
+    assert all(i.startswith('s/e') and '//' not in i and not i.endswith('/') for i in ids), ids
+    keep = data.draw(st.lists(st.sampled_from(range(len(grid))), unique=True, min_size=1))
+    again = assign_ids([Run('e', Path('t.ipynb'), dict(p)) for p in grid], 's')   # ids are assigned before any filter
+    assert [again[k].id for k in keep] == [ids[k] for k in keep]
