@@ -176,10 +176,32 @@ def cache_rows(repo):
             if 'no such table' in str(e): return 0
             raise
 
-def test_killed_run_resumes_from_the_cache(repo):
+def snapshot(repo)->dict:
+    "Every file of the project's results, with its bytes: what a filtered sweep must leave alone."
+    return {str(f.relative_to(repo)): f.read_bytes() for d in ('outputs', 'papermill_runs', '.snakemake/metadata')
+            for f in sorted((repo/d).rglob('*')) if f.is_file() and 'cache' not in f.parts}
+
+KILL_SWEEP = """name: k
+experiments:
+  judge:
+    template: nbs/experiments/t_kill.ipynb
+    grid: {dataset: [topical_chat, qags]}
+  other:
+    template: nbs/experiments/t_other.ipynb
+    grid: {x: [1, 2]}
+"""
+
+def test_killed_filtered_run_resumes_from_the_cache_and_loses_nothing(repo):
+    """A filtered sweep (--only, --match) killed midway: the run keeps its full id, the runs it filtered out (finished
+    or not) are untouched, the lock gives a clear error, and the resumed call generates only the requests not yet cached."""
     template(repo/'nbs'/'experiments'/'t_kill.ipynb', *KILL)
-    cfg = repo/'k.yaml'; cfg.write_text("name: k\nexperiments:\n  judge:\n    template: nbs/experiments/t_kill.ipynb\n")
-    p = subprocess.Popen([str(BIN/'judgelab'), 'sweep', str(cfg), '--no-progress'], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    cfg = repo/'k.yaml'; cfg.write_text(KILL_SWEEP)
+    assert sweep(repo, cfg, '--only', 'other', '--no-progress').returncode == 0      # finished results of other runs
+    before = snapshot(repo); assert len(before) >= 4, before.keys()
+    rid = 'k/judge/topical_chat__SmolLM2-135M-Instruct'
+    assert states(repo, cfg)[rid][0] == 'new'
+    filt = ('--only', 'judge', '--match', 'dataset=topical_chat', '--no-progress')
+    p = subprocess.Popen([str(BIN/'judgelab'), 'sweep', str(cfg), *filt], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          start_new_session=True, env={**os.environ, 'PYTHONPATH': str(repo)})
     deadline = time.time() + 600
     while cache_rows(repo) < 2:
@@ -192,17 +214,27 @@ def test_killed_run_resumes_from_the_cache(repo):
     psutil.wait_procs(procs, timeout=30)
     done_before = cache_rows(repo)
     assert 2 <= done_before < 9, done_before
-    r = sweep(repo, cfg, '--no-progress')                         # a killed Snakemake leaves its lock: a clear error
+    mine = ('outputs/' + rid + '/', 'papermill_runs/' + rid + '.', 'papermill_runs/sweeps/', 'outputs/README.md')   # the run, the sweep record, the index
+    def changed_outside_the_run():      # Snakemake may add a record of the new run; it never rewrites or drops one it holds
+        after = snapshot(repo)
+        return sorted(f for f in set(before) | set(after) if before.get(f) != after.get(f) and not f.startswith(mine)
+                      and not (f.startswith('.snakemake/metadata/') and f not in before))
+    assert changed_outside_the_run() == []                         # the kill lost nothing of the runs it filtered out
+    r = sweep(repo, cfg, *filt)                                    # a killed Snakemake leaves its lock: a clear error
     assert r.returncode == 2 and 'judgelab sweep' in r.stderr and '--unlock' in r.stderr, r.stdout + r.stderr
     assert sweep(repo, cfg, '--unlock').returncode == 0
     st = states(repo, cfg)
-    assert st['k/judge'][0] == 'incomplete', st
-    r = sweep(repo, cfg, '--no-progress')
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert (st[rid][0], st['k/judge/qags__SmolLM2-135M-Instruct'][0], st['k/other/x-1'][0]) == ('incomplete', 'new', 'done'), st
+    r = sweep(repo, cfg, *filt)
+    assert r.returncode == 0 and '1 runs: 1 ran' in r.stdout, r.stdout + r.stderr
     assert cache_rows(repo) == 9
     # counted by the backend in the rerun: it found the finished requests and generated only the rest
-    c = pd.read_csv(repo/'outputs'/'k'/'judge'/'tables'/'cache.csv').iloc[0]
+    c = pd.read_csv(repo/'outputs'/rid/'tables'/'cache.csv').iloc[0]
     assert (c.hits, c.generated) == (done_before, 9 - done_before), c.to_dict()
+    assert changed_outside_the_run() == []
+    after = snapshot(repo)
+    assert all(after[f] == before[f] for f in before if '/other/' in f), 'a filtered-out run changed'
+    assert not any('qags' in f for f in after), 'a run the filter left out was started'
 
 SUBMIT = """#!/bin/bash
 # a loopback "cluster": run the job script in the background on this machine and print a job id
