@@ -105,7 +105,7 @@ site: venv
 # (b) HANNA's CorrGap audit (one target; `bench/bench_stats.py --only audit --targets all` for the whole audit),
 # (c) prompt and generation tok/s through judgelab as a fraction of raw llama.cpp, alone and with a statistics process
 # beside it. `make bench-all` adds the other sections (permutation engine, human baseline loop, masks, one Kendall
-# bootstrap, DimCheck).
+# bootstrap, DimCheck, the kept llama.cpp states of score completions).
 BENCH_BACKENDS ?= --dataset summeval --methods analyze_rate,geval --items 2 --dims coherence
 bench: venv data
 	$(BIN)/python bench/bench_main_job.py
@@ -115,6 +115,7 @@ bench: venv data
 bench-all: bench
 	$(BIN)/python bench/bench_stats.py --only corrgap baseline masks kendall
 	$(BIN)/python bench/bench_dimcheck.py
+	$(BIN)/python bench/bench_state_cache.py
 
 # The release files: the sdist, then the wheel built from it (what PyPI users and `pip install dist/*.whl` get)
 dist: venv

@@ -60,6 +60,12 @@ def _env_threads()->int|None:
     if not v.isdigit(): raise ValueError(f"JUDGELAB_LLAMA_THREADS must be a positive integer (or empty: all cores), not {v!r}")
     return int(v)
 
+def _common_prefix(a, b)->int:
+    "How many leading tokens two token sequences share."
+    n = 0; m = min(len(a), len(b))
+    while n < m and a[n] == b[n]: n += 1
+    return n
+
 class LlamaCppBackend(Backend):
     "In-process llama.cpp on the CPU (`llama-cpp-python`); the embedded default."
     name = 'llamacpp'
@@ -69,20 +75,25 @@ class LlamaCppBackend(Backend):
                  n_threads:int|None=None, # CPU threads (default: $JUDGELAB_LLAMA_THREADS, else all cores)
                  n_batch:int=512, # prompt tokens evaluated per step
                  reorder:bool=True, # run requests sharing a prompt prefix back to back (KV-cache reuse)
+                 state_cache_mb:int=1024, # RAM for the model states kept after each reply, so a later request that continues one (a score completion) evaluates only its new tokens; 0: off
                  verbose:bool=False):
-        self.validate(n_ctx=n_ctx, n_batch=n_batch)
+        self.validate(n_ctx=n_ctx, n_batch=n_batch, state_cache_mb=state_cache_mb)
         self.model_path = Path(model_path) if model_path else embedded_model_path()
         if not self.model_path.is_file(): raise BackendError(f"No GGUF model file at {self.model_path}")
         if importlib.util.find_spec('llama_cpp') is None:
             raise BackendError("llama-cpp-python is not installed: `pip install llama-cpp-python==0.3.36` (`make venv` builds it)")
         self.model_id, self.n_ctx, self.n_batch, self.reorder, self.verbose = model_id, n_ctx, n_batch, reorder, verbose
+        self.state_cache_mb = state_cache_mb if reorder else 0          # reorder=False: every request from scratch
+        self.prompt_tokens_evaluated = 0       # prompt tokens the model evaluated on the token-by-token path (the rest came from a kept state)
         self.n_threads = n_threads or _env_threads() or os.cpu_count() or 1   # the env var: the sweep's budget, parallel test workers
         self._llm = {}; self._lock = threading.Lock()
     @staticmethod
-    def validate(n_ctx=4096, n_batch=512, **_):
+    def validate(n_ctx=4096, n_batch=512, state_cache_mb=1024, **_):
         "Option values checked before anything is built (the sweep checks a sweep file with it)."
         if not (isinstance(n_ctx, int) and n_ctx >= 256 and isinstance(n_batch, int) and n_batch >= 1):
             raise ValueError(f"n_ctx must be an integer >= 256 and n_batch >= 1 (got {n_ctx!r}, {n_batch!r})")
+        if not (isinstance(state_cache_mb, int) and not isinstance(state_cache_mb, bool) and state_cache_mb >= 0):
+            raise ValueError(f"state_cache_mb must be an integer >= 0 (MB of RAM; 0: off), not {state_cache_mb!r}")
     def identity(self):
         if self.model_id: return self.model_id
         name = EMBEDDED_NAME if self.model_path.name == EMBEDDED_FILE else self.model_path.stem
@@ -91,8 +102,12 @@ class LlamaCppBackend(Backend):
         "The llama.cpp model (loaded on first use; a separate instance with logits_all for logprob requests)."
         if logits_all not in self._llm:
             from llama_cpp import Llama
-            self._llm[logits_all] = Llama(model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
-                                          n_threads_batch=self.n_threads, n_batch=self.n_batch, logits_all=logits_all, verbose=self.verbose)
+            llm = Llama(model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
+                        n_threads_batch=self.n_threads, n_batch=self.n_batch, logits_all=logits_all, verbose=self.verbose)
+            if self.state_cache_mb and not logits_all:     # llama-cpp-python's LRU of states: saved after each reply, the longest prefix reloaded
+                from llama_cpp import LlamaRAMCache
+                llm.set_cache(LlamaRAMCache(capacity_bytes=self.state_cache_mb << 20))
+            self._llm[logits_all] = llm
         return self._llm[logits_all]
     def check_request(self, r):
         if r.regex is not None: raise RequestError("the llamacpp backend cannot enforce a regex: use choice= or grammar=, or the vllm backend")
@@ -125,9 +140,14 @@ class LlamaCppBackend(Backend):
         prompt, tstop, special = self._render(llm, r)
         toks = llm.tokenize(prompt.encode('utf-8'), add_bos=not special, special=True)
         if len(toks) + r.max_tokens > self.n_ctx: raise BackendError(f"prompt ({len(toks)} tokens) + max_tokens exceeds n_ctx={self.n_ctx}")
-        prev = llm.input_ids[:llm.n_tokens]; n = 0
-        while n < min(len(prev), len(toks) - 1) and prev[n] == toks[n]: n += 1
-        llm.n_tokens = n; llm.eval(toks[n:])
+        n = _common_prefix(llm.input_ids[:llm.n_tokens], toks)
+        if llm.cache is not None and n < len(toks) - 1:       # a kept state that shares more of the prompt (the reply this request continues)
+            try: st = llm.cache[toks]
+            except KeyError: st = None
+            if st is not None and _common_prefix(st.input_ids[:st.n_tokens], toks) > n:
+                llm.load_state(st); n = _common_prefix(llm.input_ids[:llm.n_tokens], toks)
+        n = min(n, len(toks) - 1)                              # at least one token evaluated: fresh logits for the first step
+        llm.n_tokens = n; llm.eval(toks[n:]); self.prompt_tokens_evaluated += len(toks) - n
         nv = llm.n_vocab(); eos = llm.token_eos(); rng = np.random.default_rng(job.seed)
         stops = list(r.stop) + tstop
         allowed = [llm.tokenize(c.encode('utf-8'), add_bos=False, special=False) for c in r.choice] if r.choice else None
@@ -177,8 +197,12 @@ class LlamaCppBackend(Backend):
     def _call(self, job):
         from llama_cpp import LlamaGrammar
         r = job.request
-        if r.logprobs or r.stop_pattern is not None or self._uses_template_options(r): return self._call_logprobs(job)
         llm = self.llm()
+        if r.logprobs or r.stop_pattern is not None or self._uses_template_options(r):
+            ch = self._call_logprobs(job)
+            if llm.cache is not None and not r.continue_final:    # kept for a score completion that continues this reply
+                llm.cache[llm.input_ids[:llm.n_tokens].tolist()] = llm.save_state()
+            return ch
         gbnf = r.grammar or (choice_grammar(r.choice) if r.choice else None)
         grammar = LlamaGrammar.from_string(gbnf, verbose=False) if gbnf else None
         t0 = time.perf_counter()
