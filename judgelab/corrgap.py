@@ -264,9 +264,15 @@ def _fill_weights(strata_members, quotas, w, n_perm, rng, K, chunk=1000):
     for s in range(0, n_perm, chunk):
         B = min(chunk, n_perm - s); KL = np.zeros((B, K))
         for mem, q in zip(strata_members, quotas):
-            o = rng.permuted(np.broadcast_to(np.arange(len(mem)), (B, len(mem))), axis=1)   # a random order per row
-            wo = w[mem][o]; before = np.cumsum(wo, 1) - wo
-            sub = np.empty((B, len(mem))); np.put_along_axis(sub, o, np.clip(q - before, 0, wo), 1)
+            ws = w[mem]
+            if np.ptp(ws) <= 1e-12:                  # one weight: the s smallest random keys go whole, the next one takes the rest
+                s_ = min(int(np.floor(q/ws[0] + 1e-9)), len(mem)); rest = q - s_*ws[0]; r = rng.random((B, len(mem)))
+                sub = (r <= np.partition(r, s_ - 1, axis=1)[:, s_ - 1:s_])*ws[0] if s_ else np.zeros((B, len(mem)))
+                if rest > 1e-9 and s_ < len(mem): sub += (r == np.partition(r, s_, axis=1)[:, s_:s_ + 1])*rest
+            else:
+                o = rng.permuted(np.broadcast_to(np.arange(len(mem)), (B, len(mem))), axis=1)   # a random order per row
+                wo = ws[o]; before = np.cumsum(wo, 1) - wo
+                sub = np.empty((B, len(mem))); np.put_along_axis(sub, o, np.clip(q - before, 0, wo), 1)
             KL[:, mem] = sub
         yield KL
 
