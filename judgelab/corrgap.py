@@ -200,6 +200,13 @@ class _GapEngine:
         if self.method == 'pearson': return _r_from_sums(*(K.astype(np.float64) @ self.V).T)
         if self.method == 'spearman': return self.sp._r(self.sp.counts(K))
         return self._kendall(K)
+    def weight_gaps(self, KL, w):
+        "Gaps for L given as weights KL (B, n) and H as the rest of each item's weight w (n,): the sums of H are the totals' minus L's."
+        if self.method == 'pearson':
+            L = KL @ self.V; return _r_from_sums(*L.T) - _r_from_sums(*(w @ self.V - L).T)
+        if self.method == 'spearman':
+            C = self.sp.counts(KL); return self.sp._r(C) - self.sp._r(self.sp.counts(w[None]) - C)
+        return self._kendall(KL) - self._kendall(w - KL)
     def count_gaps(self, KL, KH, chunk=2000):
         "Gaps for groups given as copies (a weighted resample holds an item 0, 1, 2, ... times) or fractional weights per item, (B, n) each."
         out = [self._corr_counts(KL[s:s + chunk]) - self._corr_counts(KH[s:s + chunk]) for s in range(0, len(KL), chunk)]
@@ -330,7 +337,7 @@ def corrgap(pred_t, # judge scores for the target dimension
         strata = g['bins'][kept] if control else np.zeros(K)
         members = [np.nonzero(strata == v)[0] for v in np.unique(strata)]
         quotas = [g['wL'][kept][m].sum() for m in members]
-        gaps = np.concatenate([eng.count_gaps(KL, w - KL) for KL in _fill_weights(members, quotas, w, n_perm, rng, K)])
+        gaps = np.concatenate([eng.weight_gaps(KL, w) for KL in _fill_weights(members, quotas, w, n_perm, rng, K)])
         exact = False
     hits = int(np.sum(gaps >= gap - 1e-12))     # NaN gaps (a constant group) never count as >=
     out.p = hits/len(gaps) if exact else (1 + hits)/(n_perm + 1)
