@@ -63,6 +63,7 @@ def quality_table(judgments:pd.DataFrame, # judgments (schema of judgelab.judgme
                   thresholds:dict|None=None, # {target: threshold}; default: the registry's (`quality_threshold`)
                   method:str='spearman', bins='exact',
                   n_perm:int=499, # permutations inside each group (0: no test)
+                  ties:str='fractional', # ties in D at a cut, as in `corrgap.corrgap`
                   seed:int=0,
                  )->pd.DataFrame: # one row per judge, target, non-target and quality group
     "CorrGap inside the low- and high-quality items of each target."
@@ -74,7 +75,7 @@ def quality_table(judgments:pd.DataFrame, # judgments (schema of judgelab.judgme
             thr = (thresholds or {}).get(t, None)
             thr = quality_threshold(ds, t) if thr is None else thr
             q = quality_groups(s[t].values, hm[t].values, hm[o].values, thr, ids=hm.index.values, method=method, bins=bins,
-                               n_perm=n_perm, seed=seed, test='permutation' if n_perm else None)
+                               n_perm=n_perm, seed=seed, test='permutation' if n_perm else None, ties=ties)
             for grp, r in q.items():
                 rows.append(dict(judge=judge, model=model, target=t, other=o, quality=grp, threshold=thr, gap=r.gap,
                                  r_low=r.r_low, r_high=r.r_high, n_low=r.n_low, n_high=r.n_high, p=r.p))
@@ -242,6 +243,7 @@ def audit(judgments:pd.DataFrame, # a plain table item_id, dimension, score [, j
           exclude_dims=('overall',), # dimensions neither audited nor used as non-targets (Topical-Chat's overall is a composite)
           method:str='spearman', # correlation, inside CorrGap too
           bins='exact', # distribution-control strata: 'exact' (SPEC default) or 'round'
+          ties:str='fractional', # ties in D at a cut: 'fractional' (shared, the default) or 'id' (broken by ascending item id)
           n_perm:int=2999, # permutations per pair for the raw CorrGap (0: no test)
           n_boot_excess:int=1000, # cluster-bootstrap resamples for the excess over the human baseline
           n_boot:int=500, # bootstrap resamples for the correlations' CIs
@@ -255,6 +257,7 @@ def audit(judgments:pd.DataFrame, # a plain table item_id, dimension, score [, j
     ds = as_dataset(dataset)
     if method not in ('spearman', 'pearson', 'kendall'): raise ValueError(f"method must be 'spearman', 'pearson' or 'kendall', not {method!r}")
     if bins not in ('exact', 'round'): raise ValueError(f"bins must be 'exact' or 'round', not {bins!r}")
+    if ties not in ('fractional', 'id'): raise ValueError(f"ties must be 'fractional' or 'id', not {ties!r}")
     if n_perm < 0 or n_boot_excess < 0 or n_boot < 0 or not 0 < alpha < 1:
         raise ValueError(f'n_perm, n_boot_excess and n_boot must be >= 0 and 0 < alpha < 1 (got {n_perm}, {n_boot_excess}, {n_boot}, {alpha})')
     J = as_judgments(judgments, ds, judge, model)
@@ -264,7 +267,7 @@ def audit(judgments:pd.DataFrame, # a plain table item_id, dimension, score [, j
     J = J[J.dimension.isin(dims_all)]
     if not len(J): raise ValueError(f"no judgments of {ds.name}'s dimensions {dims_all} to audit" + (f' for judge {judge!r}' if judge else '') + (f' and model {model!r}' if model else ''))
     targets = [ds.dim(t).name for t in targets] if targets else [d for d in dims_all if d in set(J.dimension)]
-    params = dict(dataset=ds.name, targets=targets, exclude_dims=list(exclude_dims or ()), method=method, bins=bins, n_perm=n_perm,
+    params = dict(dataset=ds.name, targets=targets, exclude_dims=list(exclude_dims or ()), method=method, bins=bins, ties=ties, n_perm=n_perm,
                   n_boot_excess=n_boot_excess, n_boot=n_boot, n_perm_quality=n_perm_quality, quality_thresholds=quality_thresholds, alpha=alpha, alt=alt, seed=seed)
     n_pairs = len(targets)*(len(dims_all) - 1)
     if n_boot_excess and n_pairs and n_pairs/(n_boot_excess + 1) > alpha:
@@ -272,7 +275,7 @@ def audit(judgments:pd.DataFrame, # a plain table item_id, dimension, score [, j
                       f'{n_pairs/(n_boot_excess + 1):.3f} (> alpha {alpha}): use at least {int(np.ceil(n_pairs/alpha))} resamples')
     ct = correlation_table(J, ds, n_boot=n_boot, seed=seed)
     others = [d for d in dims_all if d in set(J.dimension)] if len(dims_all) > 1 else []
-    mats = corrgap_audit(J, ds, targets=targets, others=dims_all, method=method, bins=bins, n_perm=n_perm,
+    mats = corrgap_audit(J, ds, targets=targets, others=dims_all, method=method, bins=bins, ties=ties, n_perm=n_perm,
                          test='permutation' if n_perm else None, n_boot=n_boot_excess, seed=seed, progress=progress) if len(dims_all) > 1 else {}
     cols = ['judge', 'model', 'target', 'other', 'n_low', 'n_high', 'r_low', 'r_high', 'gap', 'p', 'p_bh', 'gap_human', 'gap_judge_loo',
             'excess', 'excess_lo', 'excess_hi', 'p_excess', 'p_excess_bh', 'k_raters', 'n_dropped']
@@ -280,7 +283,7 @@ def audit(judgments:pd.DataFrame, # a plain table item_id, dimension, score [, j
     pairs = pairs[[c for c in cols if c in pairs]]
     tt = target_table(mats, ct, method, alpha); jl = judge_level(mats, alpha) if mats else pd.DataFrame()
     thr = {t: quality_thresholds for t in targets} if isinstance(quality_thresholds, (int, float)) else quality_thresholds
-    quality = quality_table(J, ds, mats, thr, method=method, bins=bins, n_perm=n_perm_quality, seed=seed) if n_perm_quality >= 0 and mats else pd.DataFrame()
+    quality = quality_table(J, ds, mats, thr, method=method, bins=bins, n_perm=n_perm_quality, seed=seed, ties=ties) if n_perm_quality >= 0 and mats else pd.DataFrame()
     direction = quality_direction(quality, ds) if len(quality) else pd.DataFrame()
     at = alt_test_table(J, ds, dims=targets) if alt else pd.DataFrame()
     ag = human_agreement(ds, targets)

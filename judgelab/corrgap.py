@@ -14,7 +14,7 @@ from .data import as_dataset
 from .judgments import judgment_scores, as_judgments
 
 # %% auto #0
-__all__ = ['SUMMARY_COLUMNS', 'divergence', 'split_groups', 'CorrGapResult', 'fisher_z_test', 'corrgap', 'rater_slots',
+__all__ = ['TIES', 'SUMMARY_COLUMNS', 'divergence', 'split_groups', 'CorrGapResult', 'fisher_z_test', 'corrgap', 'rater_slots',
            'bootstrap_weights', 'split_counts', 'human_baseline', 'simulate_raters', 'sigma_for_alpha',
            'synthetic_dependence', 'quality_groups', 'quality_threshold', 'CorrGapMatrix', 'corrgap_audit',
            'corrgap_matrix']
@@ -31,22 +31,66 @@ def divergence(gt_t, gt_o)->np.ndarray:
     gt_t = np.asarray(gt_t, float); gt_o = np.asarray(gt_o, float); n = len(gt_t)
     return np.abs(ss.rankdata(gt_t) - ss.rankdata(gt_o))/n   # the 0.5/n offsets cancel; exact on the rank scale
 
-def split_groups(gt_t, gt_o, ids=None, control:bool=True, bins='exact')->dict:
-    "Indices of the high- (H) and low-divergence (L) groups, before and after distribution control."
+TIES = ('fractional', 'id')
+
+def _check_ties(ties):
+    if ties not in TIES: raise ValueError(f"ties must be 'fractional' (the default) or 'id', not {ties!r}")
+
+def _share(w, # (n,) each item's weight before the cut
+           key, # (n,) sort key: a group takes its items in order of key descending
+           grp, # (n,) group codes 0..G-1
+           quota, # (G,) weight each group takes
+          )->np.ndarray: # (n,) each item's weight after the cut
+    "Each group takes `quota` of weight in order of `key` descending: whole runs of equal key while they fit; the run the quota cuts shares what is left, every member scaled by the same factor."
+    out = np.zeros(len(w))
+    for g in np.unique(grp):
+        ix = np.flatnonzero(grp == g)
+        _, run = np.unique(-key[ix], return_inverse=True); run = run.ravel()      # runs of equal key, descending
+        T = np.bincount(run, weights=w[ix])                                       # weight of each run
+        R = quota[g] - (np.cumsum(T) - T)                                         # places left where the run starts
+        f = np.where(T <= R + 1e-9, 1.0, np.clip(R, 0, None)/np.where(T > 0, T, 1))
+        out[ix] = w[ix]*f[run]
+    return out
+
+def split_groups(gt_t, gt_o,
+                 ids=None, # item ids: ties in D broken by ascending id (only with ties='id'); default: positions
+                 control:bool=True, # distribution control
+                 bins='exact', # strata, as in `corrgap`
+                 ties:str='fractional', # 'fractional': a tie run cut by a group's quota is shared; 'id': ties broken by id
+                )->dict:
+    "High- (H) and low-divergence (L) groups before and after distribution control: indices (`H`, `L`) and each item's weight in each group (`wH`, `wL`)."
+    _check_ties(ties)
     gt_t = np.asarray(gt_t, float); n = len(gt_t)
-    idr = _id_order(np.arange(n) if ids is None else ids)
     D = divergence(gt_t, gt_o); Dr = np.round(D*n*2).astype(np.int64)       # 2|rank diff|: exact integers
-    order = np.lexsort((idr, -Dr)); k = n//2
+    k = n//2
+    if ties == 'fractional':
+        one = np.zeros(n, int)
+        wH, wL = _share(np.ones(n), Dr, one, [k]), _share(np.ones(n), -Dr, one, [k])   # H: the largest D, L: the smallest
+        out = dict(D=D, H_raw=np.flatnonzero(wH > 0), L_raw=np.flatnonzero(wL > 0), wH_raw=wH, wL_raw=wL)
+        if control:
+            b = _bins(gt_t, bins); s = np.unique(b, return_inverse=True)[1].ravel()
+            m = np.minimum(np.bincount(s, wH), np.bincount(s, wL))              # each stratum's weight in each group
+            wH, wL = _share(wH, Dr, s, m), _share(wL, -Dr, s, m); out['bins'] = b
+        else: out['strata'] = np.zeros(n, int)
+        out.update(H=np.flatnonzero(wH > 0), L=np.flatnonzero(wL > 0), wH=wH, wL=wL)
+        return out
+    idr = _id_order(np.arange(n) if ids is None else ids)
+    order = np.lexsort((idr, -Dr))
     H, L = order[:k], order[n - k:]
     out = dict(D=D, H_raw=np.sort(H), L_raw=np.sort(L))
-    if not control: out.update(H=out['H_raw'], L=out['L_raw'], strata=np.zeros(2*k, int)); return out
-    b = _bins(gt_t, bins)
-    Hk, Lk = [], []
-    for v in np.unique(b):
-        Hb = H[b[H] == v]; Lb = L[b[L] == v]; m = min(len(Hb), len(Lb))
-        Hk += list(Hb[np.lexsort((idr[Hb], -Dr[Hb]))][:m])       # H keeps its largest D
-        Lk += list(Lb[np.lexsort((idr[Lb], Dr[Lb]))][:m])        # L keeps its smallest D
-    out.update(H=np.sort(np.array(Hk, int)), L=np.sort(np.array(Lk, int)), bins=b)
+    if not control: out.update(H=out['H_raw'], L=out['L_raw'], strata=np.zeros(2*k, int))
+    else:
+        b = _bins(gt_t, bins)
+        Hk, Lk = [], []
+        for v in np.unique(b):
+            Hb = H[b[H] == v]; Lb = L[b[L] == v]; m = min(len(Hb), len(Lb))
+            Hk += list(Hb[np.lexsort((idr[Hb], -Dr[Hb]))][:m])       # H keeps its largest D
+            Lk += list(Lb[np.lexsort((idr[Lb], Dr[Lb]))][:m])        # L keeps its smallest D
+        out.update(H=np.sort(np.array(Hk, int)), L=np.sort(np.array(Lk, int)), bins=b)
+    for g, w in (('H', 'wH'), ('L', 'wL')):
+        out[w] = np.zeros(n); out[w][out[g]] = 1
+    for g, w in (('H_raw', 'wH_raw'), ('L_raw', 'wL_raw')):
+        out[w] = np.zeros(n); out[w][out[g]] = 1
     return out
 
 def _bins(gt_t, bins):
@@ -74,12 +118,17 @@ def _masked_pearson(X, Y, M):
     r[(sxx <= tol) | (syy <= tol) | (n < 3)] = np.nan
     return np.clip(r, -1, 1)
 
+def _integral(K):
+    "True when K holds whole counts (a mask or copies): float32 products of them are exact."
+    return K.dtype == bool or np.issubdtype(K.dtype, np.integer)
+
 def _r_from_sums(n, sx, sy, sxx, syy, sxy):
+    "Pearson r from weighted sums (n is the sum of the weights)."
     with np.errstate(invalid='ignore', divide='ignore'):      # an empty group (n = 0) gives NaN below
         vx = sxx - sx*sx/n; vy = syy - sy*sy/n; cxy = sxy - sx*sy/n
         tol = 1e-9*np.maximum(1, n)**2
         r = cxy/np.sqrt(vx*vy)
-    r = np.where((vx <= tol) | (vy <= tol) | (n < 3), np.nan, r)
+    r = np.where((vx <= tol) | (vy <= tol) | (n < 3 - 1e-9), np.nan, r)      # n: the group's weight
     return np.clip(r, -1, 1)
 
 class _SpearmanGaps:
@@ -107,8 +156,10 @@ class _SpearmanGaps:
         sxy = (((Cs*(ax[:, self.x_run] if self.xties else ax)) @ self.Ey)*ay).sum(1)
         return _r_from_sums(n, sx, sy, sxx, syy, sxy)
     def counts(self, K):
-        "Per-pair member counts (B, pairs) from per-item counts or a mask K (B, n)."
-        return (K.astype(np.float32) @ self.E).astype(np.float64) if self.compress else K.astype(np.float64)
+        "Per-pair member counts (B, pairs) from per-item counts, weights or a mask K (B, n); fractional weights in float64."
+        if not self.compress: return K.astype(np.float64)
+        if _integral(K): return (K.astype(np.float32) @ self.E).astype(np.float64)
+        return K.astype(np.float64) @ self.E.astype(np.float64)
     def __call__(self, M):
         C = self.counts(M)
         return self._r(C) - self._r(self.tot - C)
@@ -126,12 +177,15 @@ class _GapEngine:
             self.C = (sp*sg).astype(np.float32)                      # concordance signs
             self.Tp = (sp == 0).astype(np.float32); self.Tg = (sg == 0).astype(np.float32)   # ties (incl. diagonal)
     def _kendall(self, M):
-        Mf = M.astype(np.float32); n = Mf.sum(1).astype(float)
-        S = 0.5*((Mf @ self.C)*Mf).sum(1, dtype=np.float64)
-        tp = 0.5*(((Mf @ self.Tp)*Mf).sum(1, dtype=np.float64) - n); tg = 0.5*(((Mf @ self.Tg)*Mf).sum(1, dtype=np.float64) - n)
-        n0 = n*(n - 1)/2
+        "Tau-b of the members of each row of M: a mask, copies, or weights (pairs i != j weighted by w_i*w_j; the diagonal cancels)."
+        dt = np.float32 if _integral(M) else np.float64
+        Cm, Tp, Tg = (m.astype(dt, copy=False) for m in (self.C, self.Tp, self.Tg))
+        Mf = M.astype(dt); n = Mf.sum(1, dtype=np.float64)
+        S = 0.5*((Mf @ Cm)*Mf).sum(1, dtype=np.float64)
+        tp = 0.5*(((Mf @ Tp)*Mf).sum(1, dtype=np.float64) - n); tg = 0.5*(((Mf @ Tg)*Mf).sum(1, dtype=np.float64) - n)
+        n0 = n*(n - 1)/2; tol = 1e-9*np.maximum(1, n)**2
         with np.errstate(invalid='ignore', divide='ignore'): r = S/np.sqrt((n0 - tp)*(n0 - tg))
-        r[(n0 - tp <= 0) | (n0 - tg <= 0) | (n < 3)] = np.nan
+        r[(n0 - tp <= tol) | (n0 - tg <= tol) | (n < 3 - 1e-9)] = np.nan
         return np.clip(r, -1, 1)
     def _gaps(self, M):
         if self.method == 'pearson':
@@ -146,8 +200,15 @@ class _GapEngine:
         if self.method == 'pearson': return _r_from_sums(*(K.astype(np.float64) @ self.V).T)
         if self.method == 'spearman': return self.sp._r(self.sp.counts(K))
         return self._kendall(K)
+    def weight_gaps(self, KL, w):
+        "Gaps for L given as weights KL (B, n) and H as the rest of each item's weight w (n,): the sums of H are the totals' minus L's."
+        if self.method == 'pearson':
+            L = KL @ self.V; return _r_from_sums(*L.T) - _r_from_sums(*(w @ self.V - L).T)
+        if self.method == 'spearman':
+            C = self.sp.counts(KL); return self.sp._r(C) - self.sp._r(self.sp.counts(w[None]) - C)
+        return self._kendall(KL) - self._kendall(w - KL)
     def count_gaps(self, KL, KH, chunk=2000):
-        "Gaps for groups given as copies per item (B, n) each: a weighted resample holds an item 0, 1, 2, ... times."
+        "Gaps for groups given as copies (a weighted resample holds an item 0, 1, 2, ... times) or fractional weights per item, (B, n) each."
         out = [self._corr_counts(KL[s:s + chunk]) - self._corr_counts(KH[s:s + chunk]) for s in range(0, len(KL), chunk)]
         return np.concatenate(out) if out else np.zeros(0)
 
@@ -158,8 +219,8 @@ class CorrGapResult:
     gap: float
     r_low: float
     r_high: float
-    n_low: int
-    n_high: int
+    n_low: float                    # the low group's size: its number of items, or its total weight with ties='fractional'
+    n_high: float
     p: float = np.nan
     z: float = np.nan
     method: str = 'spearman'
@@ -168,6 +229,7 @@ class CorrGapResult:
     n_perm: int = 0                 # re-splits evaluated (all of them when exact)
     exact: bool = False
     n_dropped: int = 0              # rows dropped for a missing judge score or human mean
+    ties: str = 'fractional'
     low_ids: list = field(default_factory=list, repr=False)
     high_ids: list = field(default_factory=list, repr=False)
     def __repr__(self):
@@ -175,7 +237,8 @@ class CorrGapResult:
                 f'p={self.p:.4g}, method={self.method!r}, control={self.control})')
     def as_dict(self):
         return dict(gap=self.gap, r_low=self.r_low, r_high=self.r_high, n_low=self.n_low, n_high=self.n_high, p=self.p, z=self.z,
-                    method=self.method, control=self.control, test=self.test, n_perm=self.n_perm, exact=self.exact, n_dropped=self.n_dropped)
+                    method=self.method, control=self.control, test=self.test, n_perm=self.n_perm, exact=self.exact, n_dropped=self.n_dropped,
+                    ties=self.ties)
 
 _FISHER_VAR = dict(pearson=lambda r, n: 1/(n - 3), spearman=lambda r, n: (1 + r*r/2)/(n - 3), kendall=lambda r, n: 0.437/(n - 4))
 
@@ -203,20 +266,39 @@ def _strata_masks(strata_members, sizes, n_perm, rng, K, exact):
         masks[:, mem] = r <= kth                               # the s smallest: a uniform random s-subset per row
     return masks
 
+def _fill_weights(strata_members, quotas, w, n_perm, rng, K, chunk=1000):
+    "Weights in L, (B, K) per chunk, of random re-splits of weighted items: in each stratum the items, in random order, fill L up to the stratum's quota (the item at the boundary is split), the rest goes to H."
+    for s in range(0, n_perm, chunk):
+        B = min(chunk, n_perm - s); KL = np.zeros((B, K))
+        for mem, q in zip(strata_members, quotas):
+            ws = w[mem]
+            if np.ptp(ws) <= 1e-12:                  # one weight: the s smallest random keys go whole, the next one takes the rest
+                s_ = min(int(np.floor(q/ws[0] + 1e-9)), len(mem)); rest = q - s_*ws[0]; r = rng.random((B, len(mem)))
+                sub = (r <= np.partition(r, s_ - 1, axis=1)[:, s_ - 1:s_])*ws[0] if s_ else np.zeros((B, len(mem)))
+                if rest > 1e-9 and s_ < len(mem): sub += (r == np.partition(r, s_, axis=1)[:, s_:s_ + 1])*rest
+            else:
+                o = rng.permuted(np.broadcast_to(np.arange(len(mem)), (B, len(mem))), axis=1)   # a random order per row
+                wo = ws[o]; before = np.cumsum(wo, 1) - wo
+                sub = np.empty((B, len(mem))); np.put_along_axis(sub, o, np.clip(q - before, 0, wo), 1)
+            KL[:, mem] = sub
+        yield KL
+
 def corrgap(pred_t, # judge scores for the target dimension
             gt_t, # human means for the target
             gt_o, # human means for the non-target
-            ids=None, # item ids (ties in D are broken by ascending id); default: positions
+            ids=None, # item ids (reported; with ties='id' ties in D are broken by ascending id); default: positions
             method:str='spearman', # 'spearman', 'pearson' or 'kendall'
             control:bool=True, # distribution control (identical target histograms in both groups)
             bins='exact', # strata: 'exact' (one per distinct gt_t value, SPEC default); 'round' (floor(gt_t + 0.5)); per-item labels; a callable; dict(edges=[...])
             test:str|None='permutation', # 'permutation', 'fisher' or None
             n_perm:int=9999, # permutations (exact enumeration when there are at most n_perm + 1 assignments)
             seed:int=0,
+            ties:str='fractional', # ties in D at a cut: 'fractional' (shared weights, weighted correlations) or 'id' (broken by ascending id)
            )->CorrGapResult:
     "CorrGap of a judge for target t against non-target o, with significance (SPEC §2)."
     if method not in METHODS: raise ValueError(f"method must be one of {METHODS}, not {method!r}")
     if test not in ('permutation', 'fisher', None): raise ValueError(f"test must be 'permutation', 'fisher' or None, not {test!r}")
+    _check_ties(ties)
     p_, t_, o_ = (np.asarray(a, float) for a in (pred_t, gt_t, gt_o))
     if not (len(p_) == len(t_) == len(o_)): raise ValueError("pred_t, gt_t and gt_o must have the same length")
     ids_ = np.arange(len(p_)) if ids is None else np.asarray(ids)
@@ -225,24 +307,38 @@ def corrgap(pred_t, # judge scores for the target dimension
     ok = np.isfinite(p_) & np.isfinite(t_) & np.isfinite(o_)
     p_, t_, o_, ids_ = p_[ok], t_[ok], o_[ok], ids_[ok]
     if b_ is not None: bins = b_[ok]
-    res = dict(method=method, control=control, test=test, n_dropped=int((~ok).sum()))
+    res = dict(method=method, control=control, test=test, n_dropped=int((~ok).sum()), ties=ties)
     if len(p_) < 6: return CorrGapResult(np.nan, np.nan, np.nan, 0, 0, **res)
-    g = split_groups(t_, o_, ids_, control, bins)
+    g = split_groups(t_, o_, ids_, control, bins, ties)
     H, L = g['H'], g['L']
-    r_low, r_high = corr(p_[L], t_[L], method), corr(p_[H], t_[H], method)
+    whole = np.isin(g['wH'], (0, 1)).all() and np.isin(g['wL'], (0, 1)).all()   # no tie run shared: a plain split
+    if whole: r_low, r_high = corr(p_[L], t_[L], method), corr(p_[H], t_[H], method); n_low, n_high = len(L), len(H)
+    else:
+        kept = np.flatnonzero(g['wL'] + g['wH'] > 0); eng = _GapEngine(p_[kept], t_[kept], method)
+        r_low, r_high = (float(eng._corr_counts(g[w][None, kept])[0]) for w in ('wL', 'wH'))
+        n_low, n_high = float(g['wL'].sum()), float(g['wH'].sum())
     gap = r_low - r_high
-    out = CorrGapResult(gap, r_low, r_high, len(L), len(H), **res, low_ids=ids_[L].tolist(), high_ids=ids_[H].tolist())
+    out = CorrGapResult(gap, r_low, r_high, n_low, n_high, **res, low_ids=ids_[L].tolist(), high_ids=ids_[H].tolist())
     if test is None or not np.isfinite(gap): return out
     if test == 'fisher':
-        out.z, out.p = fisher_z_test(r_low, r_high, len(L), len(H), method); return out
-    kept = np.r_[L, H]; K = len(kept)
-    strata = g['bins'][kept] if control else np.zeros(K)
-    members = [np.nonzero(strata == v)[0] for v in np.unique(strata)]
-    sizes = [len(m)//2 for m in members]
-    total = math.prod(math.comb(len(m), s) for m, s in zip(members, sizes))
-    exact = total <= n_perm + 1
-    masks = _strata_masks(members, sizes, n_perm, np.random.default_rng(seed), K, exact)
-    gaps = _GapEngine(p_[kept], t_[kept], method).gaps(masks)
+        out.z, out.p = fisher_z_test(r_low, r_high, n_low, n_high, method); return out
+    rng = np.random.default_rng(seed)
+    if whole:
+        kept = np.r_[L, H]; K = len(kept)
+        strata = g['bins'][kept] if control else np.zeros(K)
+        members = [np.nonzero(strata == v)[0] for v in np.unique(strata)]
+        sizes = [len(m)//2 for m in members]
+        total = math.prod(math.comb(len(m), s) for m, s in zip(members, sizes))
+        exact = total <= n_perm + 1
+        masks = _strata_masks(members, sizes, n_perm, rng, K, exact)
+        gaps = _GapEngine(p_[kept], t_[kept], method).gaps(masks)
+    else:                                       # shared tie runs: random re-splits of the weights, each item keeping its total weight
+        w = (g['wL'] + g['wH'])[kept]; K = len(kept)
+        strata = g['bins'][kept] if control else np.zeros(K)
+        members = [np.nonzero(strata == v)[0] for v in np.unique(strata)]
+        quotas = [g['wL'][kept][m].sum() for m in members]
+        gaps = np.concatenate([eng.weight_gaps(KL, w) for KL in _fill_weights(members, quotas, w, n_perm, rng, K)])
+        exact = False
     hits = int(np.sum(gaps >= gap - 1e-12))     # NaN gaps (a constant group) never count as >=
     out.p = hits/len(gaps) if exact else (1 + hits)/(n_perm + 1)
     out.n_perm, out.exact = len(gaps), exact
@@ -277,8 +373,9 @@ def _first_copies(X, # (B, n) copies of each item per resample; columns sorted b
                   cgrp, # (c,) each category's group
                   quota, # (B, groups) copies each group keeps
                   reverse_ids:bool=False, # ties in key broken by descending id (default ascending)
-                 )->np.ndarray: # (B, n) copies kept
-    "In each group, the first `quota` copies in the order (key ascending, then id): whole categories by cumulative counts, items only in the one run of equal keys that the quota cuts."
+                  share:bool=False, # the run of equal keys that the quota cuts is shared (each member scaled alike), not cut by id
+                 )->np.ndarray: # (B, n) copies (or weights) kept
+    "In each group, the first `quota` copies in the order (key ascending, then id): whole categories by cumulative counts, items only in the one run of equal keys that the quota cuts (or, with `share`, that run's weight scaled by the places left)."
     B, n = X.shape; c = len(st)
     Xc = np.add.reduceat(X, st, axis=1)                                          # copies per category
     key = cgrp*(int(ckey.max(initial=0)) + 1) + ckey
@@ -294,6 +391,9 @@ def _first_copies(X, # (B, n) copies of each item per resample; columns sorted b
     np.put_along_axis(T, o, np.take_along_axis(cum, last, 1) - exf, 1)           # copies in the run
     R = quota[:, cgrp] - A                                                       # copies the group still takes where the run starts
     full = T <= R; part = (R > 0) & ~full                                        # at most one cut run per group and resample
+    if share:                                                                    # fractional: every copy of the cut run gets places/run
+        with np.errstate(invalid='ignore', divide='ignore'): f = np.where(full, 1.0, np.where(part, R/T, 0.0))
+        return X*np.repeat(f, sizes, axis=1)
     Y = X*np.repeat(full, sizes, axis=1)
     r, cp = np.nonzero(part)
     if len(r):                                                                   # the cut runs: running copy counts in id order
@@ -315,9 +415,12 @@ def split_counts(W, # (B, n) item multiplicities per resample (0 = item absent)
                  ids=None, # item ids (ties in D broken by ascending id); default: positions
                  control:bool=True, # distribution control
                  bins='exact', # strata, as in `corrgap`
-                )->tuple: # (KL, KH): copies of each item kept in the low- and high-divergence groups, (B, n) each
-    "`split_groups` for many weighted resamples at once: copies of an item count as consecutive items."
+                 ties:str='fractional', # as in `corrgap`: 'fractional' (copies tied in D share the places of their run) or 'id'
+                )->tuple: # (KL, KH): copies (weights with ties='fractional') of each item kept in the low- and high-divergence groups, (B, n) each
+    "`split_groups` for many weighted resamples at once: copies of an item count as items tied with it in D (consecutive items with ties='id')."
+    _check_ties(ties); share = ties == 'fractional'
     W = np.asarray(W); B, n = W.shape
+    if share: W = W.astype(np.float64)
     idr = _id_order(np.arange(n) if ids is None else ids)
     gt_t = np.asarray(gt_t, float); gt_o = np.asarray(gt_o, float)
     ut, it = np.unique(gt_t, return_inverse=True); uo, io = np.unique(gt_o, return_inverse=True)
@@ -334,13 +437,13 @@ def split_counts(W, # (B, n) item multiplicities per resample (0 = item absent)
     D2 = np.abs(rank2(ct, len(ut))[:, ct] - rank2(co, len(uo))[:, co])           # (B, categories) 2|rank difference|
     Dh = int(D2.max()) - D2                                                      # sorts D descending
     k = X.sum(1, keepdims=True)//2; one = np.zeros(len(cats), int)
-    KH = _first_copies(X, st, sizes, idr, Dh, one, k)                            # the first floor(N/2) copies (D descending, ties by id)
-    KL = _first_copies(X, st, sizes, idr, D2, one, k, reverse_ids=True)          # the last floor(N/2) copies
+    KH = _first_copies(X, st, sizes, idr, Dh, one, k, share=share)               # the first floor(N/2) copies (D descending, ties by id or shared)
+    KL = _first_copies(X, st, sizes, idr, D2, one, k, reverse_ids=True, share=share)   # the last floor(N/2) copies
     if control:
         G = _onehot(cs_, S, Wc.dtype)
         m = np.minimum(np.add.reduceat(KH, st, axis=1) @ G, np.add.reduceat(KL, st, axis=1) @ G)   # each stratum's quota
-        KH = _first_copies(KH, st, sizes, idr, Dh, cs_, m)                       # H keeps its largest D, L its smallest; ties by id
-        KL = _first_copies(KL, st, sizes, idr, D2, cs_, m)
+        KH = _first_copies(KH, st, sizes, idr, Dh, cs_, m, share=share)          # H keeps its largest D, L its smallest; ties by id or shared
+        KL = _first_copies(KL, st, sizes, idr, D2, cs_, m, share=share)
     inv = np.empty(n, int); inv[perm] = np.arange(n)
     return KL[:, inv], KH[:, inv]
 
@@ -348,16 +451,18 @@ def split_counts(W, # (B, n) item multiplicities per resample (0 = item absent)
 def human_baseline(preds, # judge scores for the target: an array, or {name: array} for several judges at once
                    R_t, # (n, K) individual human ratings of the target, one column per rater slot (NaN if missing)
                    R_o, # (n, K) individual human ratings of the non-target, same slots
-                   ids=None, # item ids (ties in D broken by ascending id)
+                   ids=None, # item ids (with ties='id' ties in D are broken by ascending id)
                    docs=None, # document of each item: the cluster-bootstrap unit (default: each item its own)
                    method:str='spearman', bins='exact', # correlation and strata, as in `corrgap`
                    n_boot:int=1000, # bootstrap resamples (0: point estimates only)
                    ci:float=0.95, seed:int=0,
                    W=None, # precomputed (n_boot, n) bootstrap weights (share them across pairs for common resamples)
                    keep_boot:bool=False, # keep each judge's bootstrap excess values (column `boot`)
+                   ties:str='fractional', # ties in D at a cut, as in `corrgap`
                   )->pd.DataFrame: # one row per judge
     "Human baseline and excess CorrGap (SPEC §2): each rater's gap against the others' mean, the judge's gap against the same references."
     if method not in METHODS: raise ValueError(f"method must be one of {METHODS}, not {method!r}")
+    _check_ties(ties)
     preds = preds if isinstance(preds, dict) else {'judge': preds}
     R_t, R_o = np.asarray(R_t, float), np.asarray(R_o, float)
     if R_t.ndim != 2 or R_t.shape != R_o.shape: raise ValueError(f"R_t and R_o must be (items, raters) arrays of one shape, got {R_t.shape} and {R_o.shape}")
@@ -380,7 +485,7 @@ def human_baseline(preds, # judge scores for the target: an array, or {name: arr
             for key, names in groups.items():
                 ok = np.frombuffer(key, bool)
                 if ok.sum() < 6: continue
-                KL, KH = split_counts(W[:, ok], ref_t[ok], ref_o[ok], ids[ok], bins=bins)
+                KL, KH = split_counts(W[:, ok], ref_t[ok], ref_o[ok], ids[ok], bins=bins, ties=ties)
                 h = _GapEngine(R_t[ok, a], ref_t[ok], method).count_gaps(KL, KH)
                 for k in names:
                     Hg[k][a] = h; Jg[k][a] = _GapEngine(P[k][ok], ref_t[ok], method).count_gaps(KL, KH)
@@ -534,12 +639,13 @@ def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (sch
                   others=None, # non-targets (default: every other dimension except 'overall')
                   method:str='spearman', control:bool=True, bins='exact',
                   test:str|None='permutation', n_perm:int=9999, seed:int=0,
+                  ties:str='fractional', # ties in D at a cut, as in `corrgap`
                   baseline:bool=True, # human baseline and excess CorrGap (needs >= 2 rater slots per item)
                   n_boot:int=1000, # cluster-bootstrap resamples over documents for the excess
                   progress:bool=False, # a progress bar on stderr
                  )->dict: # {(judge, model): CorrGapMatrix}
     "CorrGap matrices of every judge in `judgments`; the human baseline is computed once per pair for all judges."
-    ds = as_dataset(dataset)
+    _check_ties(ties); ds = as_dataset(dataset)
     s = judgment_scores(as_judgments(judgments, ds))
     hm = ds.human_mean(); ids = hm.index.values
     docs = ds.items.set_index('item_id').doc_id.reindex(hm.index).values
@@ -560,11 +666,11 @@ def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (sch
         if not preds: continue
         hb = None
         if baseline:
-            hb = dict(zip(preds, human_baseline(preds, slots[t], slots[o], ids=ids, method=method, bins=bins, W=W,
+            hb = dict(zip(preds, human_baseline(preds, slots[t], slots[o], ids=ids, method=method, bins=bins, W=W, ties=ties,
                                                 keep_boot=True).to_dict('records')))
         for jm, pred in preds.items():
             r = corrgap(pred, hm[t].values, hm[o].values, ids=ids, method=method, control=control, bins=bins,
-                        test=test, n_perm=n_perm, seed=seed + 1000*i + k)
+                        test=test, n_perm=n_perm, seed=seed + 1000*i + k, ties=ties)
             row = dict(judge=jm[0], model=jm[1], target=t, other=o, **r.as_dict())
             if hb is not None:
                 b = hb[jm]
@@ -583,7 +689,7 @@ def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (sch
 def corrgap_matrix(judgments:pd.DataFrame, # judgments (schema of judgelab.judgments) or a plain table item_id, dimension, score; filtered to one judge below
                    dataset, # a `judgelab.data.Dataset` or a dataset name
                    judge:str|None=None, model:str|None=None, # which judge (needed if several are present)
-                   **kwargs, # passed to `corrgap_audit` (targets, others, method, bins, test, n_perm, seed, baseline, n_boot)
+                   **kwargs, # passed to `corrgap_audit` (targets, others, method, bins, ties, test, n_perm, seed, baseline, n_boot)
                   )->CorrGapMatrix:
     "CorrGap G[t, o] for one judge over all (target, non-target) pairs, with raw and BH-adjusted p-values and the human baseline."
     j = as_judgments(judgments, dataset, judge, model)

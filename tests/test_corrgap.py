@@ -45,10 +45,14 @@ def test_p4_rank_methods_invariant_to_monotone_transforms(x, method):
 @given(triples())
 def test_p5_controlled_groups_have_identical_target_histograms(x):
     p, t, o = x
-    g = split_groups(t, o)
+    g = split_groups(t, o, ties='id')
     assert len(g['H']) == len(g['L'])
     assert sorted(t[g['H']]) == sorted(t[g['L']])
     assert not set(g['H']) & set(g['L'])
+    f = split_groups(t, o)                                           # fractional: the same histograms in weight
+    v = t.astype(int)
+    assert np.allclose(np.bincount(v, f['wH']), np.bincount(v, f['wL']), atol=1e-9)
+    assert (f['wH'] >= 0).all() and (f['wL'] >= 0).all() and (f['wH'] + f['wL'] <= 1 + 1e-12).all()
 
 @settings(max_examples=40, deadline=None)
 @given(triples(), st.randoms(use_true_random=False), st.sampled_from(['spearman', 'pearson']))
@@ -121,12 +125,20 @@ def weighted(draw):
 def test_split_counts_equals_expanding_each_resample(x, ctl, method):
     p, t, o, W = x
     ids = np.arange(len(p))[::-1]*3                                  # ties in D broken by these ids
-    KL, KH = split_counts(W, t, o, ids, *ctl)
+    KL, KH = split_counts(W, t, o, ids, *ctl, ties='id')
     got = _GapEngine(p, t, method).count_gaps(KL, KH)
     for w, g in zip(W, got):
         ix = np.repeat(np.arange(len(p)), w)
-        ref = corrgap(p[ix], t[ix], o[ix], ids=ids[ix]*100 + np.arange(len(ix)), method=method, control=ctl[0], bins=ctl[1], test=None)
+        ref = corrgap(p[ix], t[ix], o[ix], ids=ids[ix]*100 + np.arange(len(ix)), method=method, control=ctl[0], bins=ctl[1], test=None, ties='id')
         assert _same(g, ref.gap)
+    KL, KH = split_counts(W, t, o, ids, *ctl)                        # fractional: copies are items tied with their original
+    got = _GapEngine(p, t, method).count_gaps(KL, KH)
+    for w, g, kl, kh in zip(W, got, KL, KH):
+        ix = np.repeat(np.arange(len(p)), w)
+        ref = corrgap(p[ix], t[ix], o[ix], method=method, control=ctl[0], bins=ctl[1], test=None)
+        sg = split_groups(t[ix], o[ix], control=ctl[0], bins=ctl[1])
+        assert np.allclose(np.bincount(ix, sg['wL'], len(p)), kl, atol=1e-9) and np.allclose(np.bincount(ix, sg['wH'], len(p)), kh, atol=1e-9)
+        assert (np.isnan(g) and np.isnan(ref.gap)) or abs(g - ref.gap) < 1e-9
         assert KL[len(got) and 0].shape == (len(p),)
 
 def _sim_excess(alpha, n_sims, n=400, n_boot=100, **kw):
@@ -199,7 +211,7 @@ def _split_by_expanding(W, t, o, ids, control, bins):
     for b, w in enumerate(W):
         ix = np.repeat(np.arange(len(t)), w)
         lab = bins[ix] if isinstance(bins, np.ndarray) else bins
-        g = split_groups(t[ix], o[ix], ids[ix]*10**6 + np.arange(len(ix)), control, lab)
+        g = split_groups(t[ix], o[ix], ids[ix]*10**6 + np.arange(len(ix)), control, lab, ties='id')
         KL[b] = np.bincount(ix[g['L']], minlength=len(t)); KH[b] = np.bincount(ix[g['H']], minlength=len(t))
     return KL, KH
 
@@ -213,7 +225,7 @@ def test_split_counts_copies_equal_expanded_split_with_ties_across_categories(se
     ids = rng.permutation(n)*3 + 5; labels = rng.integers(0, 3, n)
     W = rng.integers(0, 4, (12, n)); W[0] = 1
     for control, bins in [(True, 'exact'), (False, 'exact'), (True, 'round'), (True, labels)]:
-        got = split_counts(W, t, o, ids, control, bins)
+        got = split_counts(W, t, o, ids, control, bins, ties='id')
         ref = _split_by_expanding(W, t, o, ids, control, bins)
         assert np.array_equal(got[0], ref[0]) and np.array_equal(got[1], ref[1]), (control, bins)
 
@@ -236,3 +248,104 @@ def test_spearman_engine_rank_compression_equals_uncompressed_and_scipy(xkind):
     wa, wb = per_item._r(per_item.counts(W)), per_pair._r(per_pair.counts(W))
     wref = [corr(np.repeat(x, w.astype(int)), np.repeat(y, w.astype(int))) for w in W]  # copies are tied items
     np.testing.assert_allclose(wa, wref, atol=1e-12, rtol=0); np.testing.assert_allclose(wb, wref, atol=1e-12, rtol=0)
+
+
+# ---- ties='fractional' (the default): invariance, weights, weighted correlations ----
+
+def _summeval_pair(n=None, seed=0):
+    from judgelab.data import load
+    hm = load('summeval').human_mean(); rng = np.random.default_rng(seed)
+    hm = hm if n is None else hm.iloc[:n]
+    return hm.coherence.values + rng.normal(0, .5, len(hm)), hm.coherence.values, hm.fluency.values, hm.index.values
+
+@pytest.mark.parametrize('method', ['spearman', 'pearson', 'kendall'])
+def test_fractional_gap_is_invariant_to_row_order_and_ids(method):
+    p, t, o, ids = _summeval_pair(600 if method == 'kendall' else None)
+    rng = np.random.default_rng(1); perm = rng.permutation(len(p))
+    a = corrgap(p, t, o, ids=ids, method=method, test=None)
+    b = corrgap(p[perm], t[perm], o[perm], ids=ids[perm], method=method, test=None)
+    c = corrgap(p, t, o, ids=rng.permutation(len(p))*7 + 3, method=method, test=None)     # renamed ids
+    assert abs(a.gap - b.gap) <= 1e-12 and abs(a.gap - c.gap) <= 1e-12, (a.gap, b.gap, c.gap)
+    assert abs(a.n_low - b.n_low) <= 1e-9
+    d = corrgap(p, t, o, ids=rng.permutation(len(p)), method=method, test=None, ties='id')   # the id rule moves with the ids
+    e = corrgap(p, t, o, ids=rng.permutation(len(p)), method=method, test=None, ties='id')
+    assert d.gap != e.gap
+
+def test_fractional_human_baseline_is_invariant_and_equals_corrgap():
+    from judgelab.data import load
+    ds = load('summeval'); from judgelab.corrgap import rater_slots
+    Rt, Ro = rater_slots(ds, 'coherence').values, rater_slots(ds, 'fluency').values
+    p = ds.human_mean().coherence.values + np.random.default_rng(0).normal(0, .5, len(Rt)); docs = ds.items.doc_id.values
+    ids = ds.items.item_id.values; perm = np.random.default_rng(2).permutation(len(p))
+    a = human_baseline(p, Rt, Ro, ids=ids, docs=docs, n_boot=20, seed=0, keep_boot=True).iloc[0]
+    b = human_baseline(p[perm], Rt[perm], Ro[perm], ids=ids[perm], docs=docs[perm], n_boot=0).iloc[0]
+    assert np.allclose(a.h, b.h, atol=1e-12, rtol=0) and np.allclose(a.j, b.j, atol=1e-12, rtol=0)
+    for k in range(3):                                               # row 0 of the bootstrap is corrgap itself
+        rest = [x for x in range(3) if x != k]
+        assert abs(a.j[k] - corrgap(p, Rt[:, rest].mean(1), Ro[:, rest].mean(1), test=None).gap) < 1e-12
+        assert abs(a.h[k] - corrgap(Rt[:, k], Rt[:, rest].mean(1), Ro[:, rest].mean(1), test=None).gap) < 1e-12
+    assert np.isfinite(a.boot).all()
+
+def test_fractional_weights_are_the_share_of_random_tie_orders_at_the_cut():
+    # without control the weights are exactly the share of the tie orders that put an item in each group
+    import itertools
+    rng = np.random.default_rng(0)
+    while True:                                                      # 9 items (odd: the middle is dropped), a run straddling the cut
+        t, o = rng.integers(1, 4, (2, 9)).astype(float)
+        g = split_groups(t, o, control=False)
+        Dr = np.round(g['D']*len(t)*2).astype(int); k = len(t)//2
+        run = np.flatnonzero(Dr == np.sort(Dr)[::-1][k - 1])
+        if 0 < g['wH'][run[0]] < 1 and len(run) <= 6: break
+    mean = np.zeros((2, len(t))); orders = list(itertools.permutations(run))
+    for perm in orders:
+        ids = np.arange(len(t)); ids[run] = perm
+        gi = split_groups(t, o, ids, control=False, ties='id'); mean += np.array([gi['wH'], gi['wL']])/len(orders)
+    assert np.allclose(mean, [g['wH'], g['wL']], atol=1e-12)
+
+def _wmid(x, w): return np.array([w[x < v].sum() + w[x == v].sum()/2 for v in x])
+def _wpear(x, y, w):
+    mx, my = (w*x).sum()/w.sum(), (w*y).sum()/w.sum()
+    return (w*(x - mx)*(y - my)).sum()/np.sqrt((w*(x - mx)**2).sum()*(w*(y - my)**2).sum())
+def _wtau(x, y, w):
+    S = Tx = Ty = N = 0.0
+    for i in range(len(x)):
+        for j in range(i + 1, len(x)):
+            ww = w[i]*w[j]; N += ww; sx, sy = np.sign(x[i] - x[j]), np.sign(y[i] - y[j])
+            S += ww*sx*sy; Tx += ww*(sx == 0); Ty += ww*(sy == 0)
+    return S/np.sqrt((N - Tx)*(N - Ty))
+
+def test_weighted_correlations_match_their_definitions():
+    rng = np.random.default_rng(4); n = 30
+    x = rng.integers(1, 5, n).astype(float); y = rng.integers(1, 4, n)/2; w = rng.integers(0, 6, (5, n))/5
+    for m, ref in [('pearson', lambda w: _wpear(x, y, w)), ('spearman', lambda w: _wpear(_wmid(x, w), _wmid(y, w), w)),
+                   ('kendall', lambda w: _wtau(x, y, w))]:
+        got = _GapEngine(x, y, m)._corr_counts(w)
+        assert np.allclose(got, [ref(r) for r in w], atol=1e-12, rtol=0), m
+        xc = x + rng.normal(0, .01, n)                                    # continuous x: the per-item Spearman path
+        if m == 'spearman':
+            assert np.allclose(_GapEngine(xc, y, m)._corr_counts(w), [_wpear(_wmid(xc, r), _wmid(y, r), r) for r in w], atol=1e-12, rtol=0)
+    assert np.isnan(_GapEngine(x, y, 'pearson')._corr_counts(np.r_[np.full(2, 1.4), np.zeros(n - 2)][None])[0])   # weight < 3
+
+def test_fractional_permutation_test_keeps_weights_and_is_calibrated():
+    from judgelab.corrgap import _fill_weights
+    rng = np.random.default_rng(0); w = rng.integers(1, 6, 20)/5; members = [np.arange(8), np.arange(8, 20)]
+    q = [w[m].sum()/2 for m in members]
+    for KL in _fill_weights(members, q, w, 50, rng, 20, chunk=20):
+        assert (KL >= -1e-12).all() and (KL <= w + 1e-12).all()
+        for m, qq in zip(members, q): assert np.allclose(KL[:, m].sum(1), qq)
+    w2 = np.r_[np.full(10, .4), np.ones(6)]; m2 = [np.arange(10), np.arange(10, 16)]   # one weight per stratum: the partition path
+    for KL in _fill_weights(m2, [1.8, 3.0], w2, 40, rng, 16):
+        assert np.allclose(KL[:, :10].sum(1), 1.8) and np.allclose(KL[:, 10:].sum(1), 3) and set(np.unique(KL[:, 10:])) <= {0, 1}
+        assert ((KL[:, :10] > 1e-12) & (KL[:, :10] < .4 - 1e-12)).sum(1).tolist() == [1]*40   # one item split per row
+    ps = [corrgap(*synthetic_dependence(None, 0, s, n=300)[['pred', 'gt_t', 'gt_o']].values.T, n_perm=299, seed=s).p for s in range(20)]
+    assert np.mean(np.array(ps) < 0.05) <= 0.2
+    strong = synthetic_dependence(None, 0.75, 0, n=300)
+    r = corrgap(strong.pred, strong.gt_t, strong.gt_o, n_perm=299)
+    assert r.p < 0.01 and not r.exact
+
+def test_ties_option_is_checked_everywhere():
+    t = np.array([1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 2, 4], float)
+    for f in (lambda: corrgap(t, t, t[::-1], ties='random'), lambda: split_groups(t, t[::-1], ties='first'),
+              lambda: split_counts(np.ones((1, 12), int), t, t[::-1], ties='x'),
+              lambda: human_baseline(t, np.c_[t, t, t], np.c_[t, t, t], ties='x')):
+        with pytest.raises(ValueError, match="ties must be"): f()
