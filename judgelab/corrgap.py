@@ -14,10 +14,10 @@ from .data import as_dataset
 from .judgments import judgment_scores, as_judgments
 
 # %% auto #0
-__all__ = ['TIES', 'SUMMARY_COLUMNS', 'divergence', 'split_groups', 'CorrGapResult', 'fisher_z_test', 'corrgap', 'rater_slots',
-           'bootstrap_weights', 'split_counts', 'human_baseline', 'simulate_raters', 'sigma_for_alpha',
-           'synthetic_dependence', 'quality_groups', 'quality_threshold', 'CorrGapMatrix', 'corrgap_audit',
-           'corrgap_matrix']
+__all__ = ['TIES', 'SUMMARY_COLUMNS', 'NULL_COLUMNS', 'divergence', 'split_groups', 'CorrGapResult', 'fisher_z_test', 'corrgap',
+           'rater_slots', 'bootstrap_weights', 'split_counts', 'human_baseline', 'simulate_raters', 'sigma_for_alpha',
+           'NullModel', 'fit_null', 'matched_null', 'synthetic_dependence', 'quality_groups', 'quality_threshold',
+           'CorrGapMatrix', 'corrgap_audit', 'corrgap_matrix']
 
 # %% ../nbs/06_corrgap.ipynb #753e899b
 def _id_order(ids):
@@ -514,15 +514,20 @@ def simulate_raters(n_items:int=1000, # items
                     judge_sigma:float|None=None, # the judge's noise sd (default: a rater's, `sigma`)
                     cuts=(-1.5, -0.5, 0.5, 1.5), # cut points from the latent scale to 1..5
                     per_doc:int=1, # items per document (the cluster-bootstrap unit)
+                    halo:float=0.0, # correlation of each rater's noise across the target and the non-target (a rater's halo)
+                    bias:float=0.0, # sd of each rater's offset on the latent scale, per dimension (a rater's leniency)
                     seed:int=0,
                    )->dict: # R_t, R_o (items x raters), pred, docs, z_t, z_o
-    "A latent-score model: raters and a judge see the same latent target (and the judge, by weight `w`, the non-target), each with noise, cut to 1..5."
+    "A latent-score model: raters and a judge see the same latent target (and the judge, by weight `w`, the non-target), each with noise (a rater's optionally correlated across the two dimensions and shifted by an offset), cut to 1..5."
     rng = np.random.default_rng(seed)
     z = rng.multivariate_normal([0, 0], [[1, rho], [rho, 1]], size=n_items); zt, zo = z[:, 0], z[:, 1]
     cut = lambda x: np.digitize(x, cuts) + 1.0
-    R_t = cut(zt[:, None] + rng.normal(0, sigma, (n_items, K))); R_o = cut(zo[:, None] + rng.normal(0, sigma, (n_items, K)))
+    e_t, e_o = rng.normal(0, sigma, (n_items, K)), rng.normal(0, sigma, (n_items, K))
+    if halo: e_o = halo*e_t + math.sqrt(1 - halo**2)*e_o
     mix = (1 - w)*zt + w*zo; mix = mix/math.sqrt((1 - w)**2 + w**2 + 2*w*(1 - w)*rho)     # unit variance for every w
     pred = cut(mix + rng.normal(0, sigma if judge_sigma is None else judge_sigma, n_items))
+    b_t, b_o = (rng.normal(0, bias, (2, 1, K)) if bias else (0.0, 0.0))
+    R_t = cut(zt[:, None] + e_t + b_t); R_o = cut(zo[:, None] + e_o + b_o)
     return dict(R_t=R_t, R_o=R_o, pred=pred, docs=np.arange(n_items)//per_doc, z_t=zt, z_o=zo)
 
 def sigma_for_alpha(alpha:float, # target Krippendorff's alpha (interval) of the raters
@@ -537,6 +542,154 @@ def sigma_for_alpha(alpha:float, # target Krippendorff's alpha (interval) of the
         mid = math.sqrt(lo*hi)
         lo, hi = (mid, hi) if f(mid) > alpha else (lo, mid)
     return math.sqrt(lo*hi)
+
+
+# %% ../nbs/06_corrgap.ipynb #836effea
+def _corr_pairwise(X):
+    "Pearson correlations of the columns of X (n, m) over the rows where both are present."
+    return pd.DataFrame(X).corr(min_periods=3).to_numpy()
+
+def _loadings(C):
+    "Loadings of K rater columns on one latent score from their correlation matrix C (K, K): l_a^2 = sum_{b<c} C_ab C_ac / sum_{b<c} C_bc; K = 2: both sqrt(C_12)."
+    K = len(C); lim = (1e-3, 0.98**2)
+    if K == 2: return np.full(2, math.sqrt(np.clip(C[0, 1], *lim)))
+    out = []
+    for a in range(K):
+        bc = list(itertools.combinations([x for x in range(K) if x != a], 2))
+        num = sum(C[a, b]*C[a, c] for b, c in bc); den = sum(C[b, c] for b, c in bc)
+        out.append(num/den if den > 1e-6 else np.nanmean(np.delete(C[a], a)))
+    return np.sqrt(np.clip(np.nan_to_num(np.array(out, float), nan=lim[0]), *lim))
+
+@dataclass
+class NullModel:
+    """A latent model of one (target, non-target) pair under *no dependence*, on a Gaussian-copula scale: latent target and
+    non-target (correlation `rho`); rater `a` sees them with loadings `lt[a]`, `lo[a]` and noise that is correlated across the
+    two dimensions by `halo[a]` (a rater's halo); each judge sees the latent target only, with loading `lam[j]` (its
+    correlation with the latent target) and independent noise. Every column (rater slot, judge) is then mapped to its own
+    observed marginal distribution (a rater's bias and scale use, the judge's ties), and the observed missing cells are kept."""
+    lt: np.ndarray; lo: np.ndarray; rho: float; halo: np.ndarray; lam: dict
+    marg: list; masks: np.ndarray   # per column T_1..T_K, O_1..O_K, judges: sorted observed values; (n, columns) observed cells
+    @property
+    def reliability_ratio(self)->dict:
+        "Each judge's correlation with the latent target over an average rater's (1: as reliable as one rater)."
+        return {k: float(v/self.lt.mean()) for k, v in self.lam.items()}
+    def gaussian(self, n:int, rng, size:int=1)->np.ndarray:
+        "(size, n, columns) draws on the latent scale."
+        K, J = len(self.lt), len(self.lam)
+        zt = rng.standard_normal((size, n)); zo = self.rho*zt + math.sqrt(1 - self.rho**2)*rng.standard_normal((size, n))
+        out = np.empty((size, n, 2*K + J))
+        for a in range(K):
+            st = math.sqrt(1 - self.lt[a]**2); c = self.halo[a]/st; d = math.sqrt(max(1 - self.lo[a]**2 - c*c, 0.0))
+            g1, g2 = rng.standard_normal((2, size, n))
+            out[..., a] = self.lt[a]*zt + st*g1; out[..., K + a] = self.lo[a]*zo + c*g1 + d*g2
+        for j, lam in enumerate(self.lam.values()):
+            out[..., 2*K + j] = lam*zt + math.sqrt(1 - lam**2)*rng.standard_normal((size, n))
+        return out
+    def observed(self, G:np.ndarray, masks=True)->np.ndarray:
+        "Map latent draws (size, n, columns) to the observed marginals (and, with `masks`, the observed missing cells)."
+        out = np.empty_like(G)
+        for c, m in enumerate(self.marg):
+            u = ss.norm.cdf(G[..., c]); out[..., c] = m[np.minimum((u*len(m)).astype(int), len(m) - 1)]
+        if masks: out[:, ~self.masks] = np.nan
+        return out
+
+def _fit_closed(C, K, J):
+    "Loadings, latent correlation, halo and judge loadings from a correlation matrix of T_1..T_K, O_1..O_K, judges."
+    T, O = np.arange(K), np.arange(K, 2*K)
+    lt, lo = _loadings(C[np.ix_(T, T)]), _loadings(C[np.ix_(O, O)])
+    cross = [C[a, K + b]/(lt[a]*lo[b]) for a in range(K) for b in range(K) if a != b and np.isfinite(C[a, K + b])]
+    rho = float(np.clip(np.mean(cross) if cross else 0.0, -0.98, 0.98))
+    halo = np.array([np.nan_to_num(C[a, K + a] - lt[a]*lo[a]*rho) for a in range(K)])
+    lim = 0.98*np.sqrt((1 - lt**2)*(1 - lo**2)); halo = np.clip(halo, -lim, lim)
+    lam = [float(np.clip(np.nanmean(C[2*K + j, T]/lt), 0.01, 0.995)) for j in range(J)]
+    return lt, lo, rho, halo, lam
+
+def fit_null(preds:dict, # {judge: scores of the target} (NaN: not scored)
+             R_t, R_o, # (n, K) individual human ratings of the target and the non-target, rater slots as columns
+             n_match:int=20000, # items simulated per moment-matching step
+             steps:int=4, # moment-matching steps
+             seed:int=0)->NullModel:
+    """Fit the no-dependence latent model (`NullModel`) to the data. The loadings are first read from the correlations of
+    the observed columns (one latent per dimension: products of cross-rater correlations; the latent correlation from
+    cross-rater, cross-dimension pairs; a rater's halo from its own cross-dimension correlation beyond that; a judge's
+    loading from its correlations with the target's raters). Mapping to the discrete observed scales attenuates
+    correlations, so the latent correlations are then moved until the model's simulated columns, mapped to the observed
+    scales, reproduce the observed correlations (`steps` rounds on `n_match` simulated items). The judge's correlations
+    with the non-target's raters are never fitted: under the null they follow from the target's."""
+    R_t, R_o = np.asarray(R_t, float), np.asarray(R_o, float); K = R_t.shape[1]
+    P = np.column_stack([np.asarray(v, float) for v in preds.values()])
+    X = np.column_stack([R_t, R_o, P]); J = P.shape[1]; masks = np.isfinite(X)
+    marg = [np.sort(X[masks[:, c], c]) for c in range(X.shape[1])]
+    if any(len(m) < 3 for m in marg): raise ValueError("every rater slot and judge needs at least 3 observed scores to fit the null")
+    C_obs = _corr_pairwise(X); C = C_obs.copy(); rng = np.random.default_rng(seed)
+    used = np.zeros_like(C, bool); used[:2*K, :2*K] = True; used[2*K:, :K] = used[:K, 2*K:] = True
+    for step in range(steps + 1):
+        lt, lo, rho, halo, lam = _fit_closed(C, K, J)
+        m = NullModel(lt, lo, rho, halo, dict(zip(preds, lam)), marg, masks)
+        if step == steps: break
+        C_sim = _corr_pairwise(m.observed(m.gaussian(n_match, rng), masks=False)[0])
+        C = np.where(used, C + np.nan_to_num(C_obs - C_sim), C)
+    return m
+
+def matched_null(preds, # judge scores for the target: an array, or {name: array}
+                 R_t, R_o, # (n, K) individual human ratings, as in `human_baseline`
+                 ids=None, method:str='spearman', bins='exact', ties:str='fractional',
+                 n_sim:int=100, # simulated no-dependence datasets
+                 docs=None, # document of each item: each simulated dataset's model is fitted to a resample of documents (default: of items)
+                 seed:int=0,
+                 observed:dict|None=None, # {judge: observed excess} (default: computed here, `human_baseline` without bootstrap)
+                 keep_sims:bool=False, # keep each judge's simulated excesses (column `sims`)
+                 min_agreement:float=0.05, # below this mean correlation between rater slots (of t or o) the latent model is not identified: no null
+                )->pd.DataFrame: # one row per judge
+    """The excess CorrGap a judge with *no* dependence and this judge's own reliability gets on data like these, and the
+    observed excess corrected by it. `fit_null` fits the latent model; `n_sim` datasets are simulated from it (the same
+    items, rater slots, scales and missing cells; each judge with its own loading and score distribution), and the excess
+    is computed on each exactly as on the data. The model's parameters are themselves estimated, and at low agreement
+    the excess a judge gets without dependence is sensitive to them, so each simulated dataset comes from the model
+    fitted to a bootstrap resample of the documents: the simulated spread then holds the fit's uncertainty too. Per judge: `reliability_ratio` (its correlation with the latent target
+    over an average rater's), `excess_null` (the mean simulated excess: the bias of the excess for this judge),
+    `excess_corrected` = excess - excess_null, and the one-sided `p_corrected` = (1 + #{simulated >= observed})/(n_sim + 1).
+    Where the raters of t or o do not agree (mean correlation between rater slots below `min_agreement`) there is no latent
+    score to fit: the row has `n_sim` 0 and says why (`null_note`)."""
+    preds = preds if isinstance(preds, dict) else {'judge': preds}
+    R_t, R_o = np.asarray(R_t, float), np.asarray(R_o, float); n, K = R_t.shape
+    if K < 2: raise ValueError("the null needs >= 2 rater slots per item")
+    P = {k: np.asarray(v, float) for k, v in preds.items()}
+    names = [k for k, v in P.items() if np.isfinite(v).sum() >= 6 and np.nanstd(v) > 0]     # a judge with scores that vary
+    if not names or min(np.isfinite(R_t).sum(0).min(), np.isfinite(R_o).sum(0).min()) < 6:
+        return pd.DataFrame([dict(judge=k, n_sim=0, null_note='too few scores') for k in P])
+    agree = [np.nanmean(C[~np.eye(K, dtype=bool)]) for C in (_corr_pairwise(R_t), _corr_pairwise(R_o))]
+    if not min(agree) >= min_agreement:        # raters who do not agree carry no latent score to fit (alpha near 0)
+        note = f'not identified: mean correlation between rater slots {agree[0]:.3f} (target), {agree[1]:.3f} (non-target) < {min_agreement}'
+        return pd.DataFrame([dict(judge=k, n_sim=0, null_note=note) for k in P])
+    if observed is None:
+        observed = dict(zip(P, human_baseline(P, R_t, R_o, ids=ids, method=method, bins=bins, n_boot=0, ties=ties).excess))
+    P = {k: P[k] for k in names}
+    m = fit_null(P, R_t, R_o, seed=seed)
+    rng = np.random.default_rng(seed + 1)
+    W = bootstrap_weights(np.arange(n) if docs is None else docs, n_sim, seed + 2)
+    sims = np.full((len(names), n_sim), np.nan)
+    for b in range(n_sim):
+        idx = np.repeat(np.arange(n), W[b])
+        try: mb = fit_null({k: v[idx] for k, v in P.items()}, R_t[idx], R_o[idx], n_match=5000, steps=2, seed=int(rng.integers(2**31)))
+        except ValueError: continue                                  # a resample without 3 scores of some column
+        mb.masks = m.masks                                           # the data's items and missing cells
+        X = mb.observed(mb.gaussian(n, rng))[0]
+        hb = human_baseline({k: X[:, 2*K + j] for j, k in enumerate(names)}, X[:, :K], X[:, K:2*K], ids=ids, method=method,
+                            bins=bins, n_boot=0, ties=ties)
+        sims[:, b] = hb.excess.to_numpy()
+    rows = []
+    for j, k in enumerate(names):
+        s = sims[j][np.isfinite(sims[j])]; obs = observed.get(k, np.nan)
+        row = dict(judge=k, reliability_ratio=m.reliability_ratio[k], judge_loading=m.lam[k], rater_loading=float(m.lt.mean()),
+                   latent_rho=m.rho, halo=float(m.halo.mean()), excess=obs,
+                   excess_null=float(s.mean()) if len(s) else np.nan, excess_null_sd=float(s.std(ddof=1)) if len(s) > 1 else np.nan,
+                   excess_corrected=obs - s.mean() if len(s) else np.nan,
+                   p_corrected=(1 + np.sum(s >= obs - 1e-12))/(len(s) + 1) if len(s) and np.isfinite(obs) else np.nan, n_sim=len(s))
+        if keep_sims: row['sims'] = sims[j]
+        rows.append(row)
+    rows += [dict(judge=k, n_sim=0) for k in preds if k not in names]
+    return pd.DataFrame(rows)
 
 
 # %% ../nbs/06_corrgap.ipynb #14ac52bb
@@ -618,12 +771,14 @@ class CorrGapMatrix:
         if 'excess' in L:
             out['sig_excess'] = int((L.p_excess_bh < alpha).sum())
             out['excess_lo'], out['excess_hi'] = _mean_ci(self.boot, L, ci)
+        if 'excess_corrected' in L:
+            out['sig_corrected'] = int((L.p_corrected_bh < alpha).sum())
         return out
     def __repr__(self):
         ex = f", excess={self.long.excess.mean():.4g}" if 'excess' in self.long else ''
         return f'CorrGapMatrix({self.judge}/{self.model}, pairs={len(self.long)}, judge_mean={self.judge_mean:.4g}{ex})'
 
-SUMMARY_COLUMNS = ['gap', 'gap_human', 'gap_judge_loo', 'excess']
+SUMMARY_COLUMNS = ['gap', 'gap_human', 'gap_judge_loo', 'excess', 'reliability_ratio', 'excess_null', 'excess_corrected']
 
 def _mean_ci(boot, long, ci=0.95):
     "Percentile CI of the judge-level mean excess (mean over targets of the per-target mean) from the pairs' common bootstrap resamples."
@@ -632,6 +787,8 @@ def _mean_ci(boot, long, ci=0.95):
     per_t = np.stack([boot[t == x].mean(0) for x in pd.unique(t)])      # NaN in a resample propagates
     m = per_t.mean(0); m = m[np.isfinite(m)]; a = (1 - ci)/2
     return (float(np.quantile(m, a)), float(np.quantile(m, 1 - a))) if len(m) >= 2 else (np.nan, np.nan)
+
+NULL_COLUMNS = ['reliability_ratio', 'excess_null', 'excess_corrected', 'p_corrected']
 
 def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (schema of judgelab.judgments), or a plain table item_id, dimension, score
                   dataset, # a `judgelab.data.Dataset` or a dataset name
@@ -642,6 +799,8 @@ def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (sch
                   ties:str='fractional', # ties in D at a cut, as in `corrgap`
                   baseline:bool=True, # human baseline and excess CorrGap (needs >= 2 rater slots per item)
                   n_boot:int=1000, # cluster-bootstrap resamples over documents for the excess
+                  null:bool=False, # the reliability-matched null of the excess (`matched_null`: reliability ratio, corrected excess and its p)
+                  n_sim:int=100, # simulated no-dependence datasets per pair for the null
                   progress:bool=False, # a progress bar on stderr
                  )->dict: # {(judge, model): CorrGapMatrix}
     "CorrGap matrices of every judge in `judgments`; the human baseline is computed once per pair for all judges."
@@ -668,6 +827,10 @@ def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (sch
         if baseline:
             hb = dict(zip(preds, human_baseline(preds, slots[t], slots[o], ids=ids, method=method, bins=bins, W=W, ties=ties,
                                                 keep_boot=True).to_dict('records')))
+        mn = None
+        if baseline and null:
+            mn = {r['judge']: r for r in matched_null(preds, slots[t], slots[o], ids=ids, method=method, bins=bins, ties=ties, n_sim=n_sim,
+                                                       docs=docs, seed=seed + 1000*i + k, observed={jm: hb[jm]['excess'] for jm in preds}).to_dict('records')}
         for jm, pred in preds.items():
             r = corrgap(pred, hm[t].values, hm[o].values, ids=ids, method=method, control=control, bins=bins,
                         test=test, n_perm=n_perm, seed=seed + 1000*i + k, ties=ties)
@@ -676,6 +839,7 @@ def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (sch
                 b = hb[jm]
                 row.update({c: b[c] for c in ('gap_human', 'gap_judge_loo', 'excess', 'excess_lo', 'excess_hi', 'p_excess', 'k_raters')})
                 boots[jm].append(b['boot'] if len(b['boot']) else np.zeros(0))
+                if mn is not None: row.update({c: mn[jm].get(c, np.nan) for c in NULL_COLUMNS + ['null_note']})
             rows[jm].append(row)
     out = {}
     for jm in rows:
@@ -683,6 +847,7 @@ def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (sch
         long = pd.DataFrame(rows[jm])
         long['p_bh'] = fdr_adjust(long.p.values, 'bh') if test else np.nan
         if baseline: long['p_excess_bh'] = fdr_adjust(long.p_excess.values, 'bh')
+        if baseline and null: long['p_corrected_bh'] = fdr_adjust(long.p_corrected.values, 'bh')
         out[jm] = CorrGapMatrix(long, *jm, boot=np.stack(boots[jm]) if baseline and n_boot else None)
     return out
 
