@@ -119,10 +119,11 @@ def main_masks(n_perm=2999):
     import judgelab.corrgap as C
     ds = load('hanna'); J = load_judgments('hanna', 'chhun2024')
     new_masks = C._strata_masks
-    t0 = time.perf_counter(); a = C.corrgap_audit(J, ds, n_perm=n_perm, seed=0, baseline=False); t_new = time.perf_counter() - t0
+    # ties='id': whole-item masks (the fractional default re-splits tie runs by weights, a path the former masks never had)
+    t0 = time.perf_counter(); a = C.corrgap_audit(J, ds, n_perm=n_perm, seed=0, baseline=False, ties='id'); t_new = time.perf_counter() - t0
     C._strata_masks = argpartition_masks
     try:
-        t0 = time.perf_counter(); b = C.corrgap_audit(J, ds, n_perm=n_perm, seed=0, baseline=False); t_old = time.perf_counter() - t0
+        t0 = time.perf_counter(); b = C.corrgap_audit(J, ds, n_perm=n_perm, seed=0, baseline=False, ties='id'); t_old = time.perf_counter() - t0
     finally: C._strata_masks = new_masks
     pa = np.concatenate([m.long.p.values for m in a.values()]); pb = np.concatenate([m.long.p.values for m in b.values()])
     same = np.array_equal(pa, pb, equal_nan=True)
