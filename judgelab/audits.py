@@ -242,7 +242,7 @@ def audit(judgments:pd.DataFrame, # a plain table item_id, dimension, score [, j
           targets=None, # target dimensions (default: every judged dimension not in `exclude_dims`)
           exclude_dims=('overall',), # dimensions neither audited nor used as non-targets (Topical-Chat's overall is a composite)
           method:str='spearman', # correlation, inside CorrGap too
-          bins='exact', # distribution-control strata: 'exact' (SPEC default) or 'round'
+          bins='exact', # distribution-control strata: 'exact' (the default) or 'round'
           ties:str='fractional', # ties in D at a cut: 'fractional' (shared, the default) or 'id' (broken by ascending item id)
           n_perm:int=2999, # permutations per pair for the raw CorrGap (0: no test)
           n_boot_excess:int=1000, # cluster-bootstrap resamples for the excess over the human baseline

@@ -78,7 +78,7 @@ class DatasetSpec:
     optional: bool = False    # not mirrored here; load() explains how to get it
     quality_threshold: object = 'median'   # CorrGap quality groups: a number, {dim: number}, or 'median' (per-target median human mean)
     quality_source: str = QUALITY_SOURCE   # where the threshold comes from
-    alt_test_epsilon: float = 0.2          # alt-test margin for these annotators (SPEC: experts 0.2, skilled 0.15, crowd 0.1)
+    alt_test_epsilon: float = 0.2          # alt-test margin for these annotators (Calderon et al.: experts 0.2, skilled 0.15, crowd 0.1)
     alt_test_raters: str = 'annotators'    # alt-test 'annotators' (the stored ids) or 'slots' (an item's k-th rating is rater k)
     alt_test_caveat: str = ''              # why passing the alt-test here does not mean replacing a person (shown beside every alt-test table)
     file_groups: list = field(default_factory=list)   # `FileGroup`s: files beyond what `load()` reads (published judges' replies, ...)
@@ -619,7 +619,7 @@ _CROWD = {'summeval': ('crowd', _load_summeval_crowd, '5 crowd workers (Amazon M
 CROWD_DATASETS = tuple(_CROWD)     # datasets with crowd ratings beside their main annotators
 
 def load_crowd(name:str)->Dataset:
-    "Dataset `name` with its crowd ratings as `human` (the items they cover): a second human baseline, and the alt-test against crowd raters (epsilon 0.1, SPEC)."
+    "Dataset `name` with its crowd ratings as `human` (the items they cover): a second human baseline, and the alt-test against crowd raters (epsilon 0.1, Calderon et al.'s margin for crowd workers)."
     spec = get_spec(name)
     if spec.name not in _CROWD: raise KeyError(f"{spec.name} has no crowd ratings; datasets with crowd ratings: {list(_CROWD)}")
     group, reader, who = _CROWD[spec.name]; ds = load(spec.name)

@@ -93,7 +93,7 @@ def test_checkeval_row_records_conflicting_answers_as_a_failure_and_missing():
     assert row.failure == 'conflicting answers: ' + ', '.join(f'{s} Q1' for s in subs)
     assert row.missing_answers == len(subs) and row.conflicting_answers == len(subs)
     assert row.scoring == f'{n_q - len(subs)} of {n_q} answered'
-    assert row.parse_ok and row.score == 1.0      # the other answers still count (SPEC §4: missing answers leave the denominator)
+    assert row.parse_ok and row.score == 1.0      # the other answers still count (the checklist procedure: missing answers leave the denominator)
 
 # --- G-Eval sampling fallback ---------------------------------------------------------------------------------------
 

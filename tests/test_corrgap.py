@@ -1,4 +1,4 @@
-"CorrGap properties of SPEC §2 (P1-P6, H1-H4), the bootstrap split engine against brute force, and degenerate inputs; hypothesis for the invariances."
+"CorrGap properties of the CorrGap procedure (P1-P6, H1-H4), the bootstrap split engine against brute force, and degenerate inputs; hypothesis for the invariances."
 import numpy as np, pandas as pd, pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 from judgelab.corrgap import (corrgap, split_groups, synthetic_dependence, corrgap_matrix, quality_groups, split_counts,
