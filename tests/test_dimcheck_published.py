@@ -60,8 +60,9 @@ def test_dimcheck_edits_published_analyses_and_rescores_only_the_edited(tmp_path
         edits = [x for x in bodies if 'Remove from the analysis' in x['messages'][-1]['content']]
         resc = [x for x in bodies if x.get('continue_final_message')]
         assert len(bodies) == len(edits) + len(resc)                             # nothing generated the analyses
-        assert [_analysis_of(x) for x in edits] == ['The reply follows the dialogue. It is very engaging and fun.',
-                                                    'The reply follows on from the last turn.']   # the published analyses, as they were
+        # the published analyses, as they were (the backend sends requests concurrently: arrival order is not fixed)
+        assert sorted(_analysis_of(x) for x in edits) == ['The reply follows on from the last turn.',
+                                                          'The reply follows the dialogue. It is very engaging and fun.']
         (r,) = resc                                                              # only the edited analysis is rescored
         ar = analyze_rate_requests(tc, tc.items[tc.items.item_id == a], ['coherence'])[0]
         assert r['messages'] == ar.messages + [{'role': 'assistant', 'content': 'Analysis: The reply follows the dialogue.\nRating:'}]
