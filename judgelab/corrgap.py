@@ -8,6 +8,7 @@ import sys, math, itertools, warnings
 from dataclasses import dataclass, field
 import numpy as np, pandas as pd
 from scipy import stats as ss
+from scipy.special import ndtr
 from tqdm import tqdm
 from .stats import corr, fdr_adjust, krippendorff_alpha, cluster_counts, _wranks, METHODS
 from .data import as_dataset
@@ -448,6 +449,43 @@ def split_counts(W, # (B, n) item multiplicities per resample (0 = item absent)
     return KL[:, inv], KH[:, inv]
 
 # %% ../nbs/06_corrgap.ipynb #9773aaad
+def _rank_rows(C, L, T):
+    "Weighted average ranks: integer codes C (J, n) below T and weights L (J, n) -> each item's average rank among its row's weighted items."
+    J = len(C)
+    cnt = np.bincount((C + T*np.arange(J)[:, None]).ravel(), weights=L.ravel(), minlength=J*T).reshape(J, T)
+    return np.take_along_axis(np.cumsum(cnt, 1) - (cnt - 1)/2, C, 1)
+
+def _corr_gaps(X, y, KL, KH, method):
+    "Weighted Pearson or Spearman (weighted average ranks) of each row of X (J, n) with y (n,) in the group weighted by KL (J, n) minus in KH's; 0: absent."
+    if method == 'spearman':
+        codes = [np.unique(x, return_inverse=True) for x in X]
+        Cx = np.stack([c.ravel() for _, c in codes]); Tx = max(len(u) for u, _ in codes)
+        uy, cy = np.unique(y, return_inverse=True); Cy = np.broadcast_to(cy.ravel(), X.shape)
+    def r(L):
+        Xr, Yr = (_rank_rows(Cx, L, Tx), _rank_rows(Cy, L, len(uy))) if method == 'spearman' else (X, np.broadcast_to(y, L.shape))
+        LX, LY = L*Xr, L*Yr
+        return _r_from_sums(L.sum(1), LX.sum(1), LY.sum(1), (LX*Xr).sum(1), (LY*Yr).sum(1), (LX*Yr).sum(1))
+    return r(KL) - r(KH)
+
+def _batched_slot(groups, base, a, P, R_t, ref_t, ref_o, ids, method, bins, ties, Hg, Jg):
+    """Point estimates of rater slot `a` for judges with different scored items in one split: each item set is a 0/1
+    weight row of `split_counts` over the slot's items (weight 0: the item is absent, exactly as if dropped), and the
+    correlations of all judges are computed at once (Kendall: one judge at a time)."""
+    M = np.stack([np.frombuffer(key, bool)[base] for key in groups]).astype(int)
+    KL, KH = split_counts(M, ref_t[base], ref_o[base], ids[base], bins=bins, ties=ties)
+    ref, keep = ref_t[base], M.sum(1) >= 6
+    gi = [g for g, names in enumerate(groups.values()) if keep[g] for _ in names]
+    names = [k for g, ks in enumerate(groups.values()) if keep[g] for k in ks]
+    if not names: return
+    V = np.stack([np.where(M[g] > 0, P[k][base], P[k][base][M[g] > 0][0]) for g, k in zip(gi, names)])   # an absent item: any present value (weight 0)
+    if method == 'kendall':
+        h = _GapEngine(R_t[base, a], ref, method).count_gaps(KL, KH)
+        jg = [_GapEngine(v, ref, method).count_gaps(KL[g:g + 1], KH[g:g + 1])[0] for g, v in zip(gi, V)]
+    else:
+        h = _corr_gaps(np.broadcast_to(R_t[base, a], KL.shape), ref, KL, KH, method)
+        jg = _corr_gaps(V, ref, KL[gi], KH[gi], method)
+    for g, k, x in zip(gi, names, jg): Hg[k][a] = h[g]; Jg[k][a] = x
+
 def human_baseline(preds, # judge scores for the target: an array, or {name: array} for several judges at once
                    R_t, # (n, K) individual human ratings of the target, one column per rater slot (NaN if missing)
                    R_o, # (n, K) individual human ratings of the non-target, same slots
@@ -482,6 +520,8 @@ def human_baseline(preds, # judge scores for the target: an array, or {name: arr
             base = np.isfinite(ref_t) & np.isfinite(ref_o) & np.isfinite(R_t[:, a])
             groups = {}                                                   # judges with the same scored items share one split
             for k, v in P.items(): groups.setdefault((base & np.isfinite(v)).tobytes(), []).append(k)
+            if len(W) == 1 and isinstance(bins, (str, dict)):
+                _batched_slot(groups, base, a, P, R_t, ref_t, ref_o, ids, method, bins, ties, Hg, Jg); continue
             for key, names in groups.items():
                 ok = np.frombuffer(key, bool)
                 if ok.sum() < 6: continue
@@ -546,7 +586,12 @@ def sigma_for_alpha(alpha:float, # target Krippendorff's alpha (interval) of the
 
 # %% ../nbs/06_corrgap.ipynb #836effea
 def _corr_pairwise(X):
-    "Pearson correlations of the columns of X (n, m) over the rows where both are present."
+    "Pearson correlations of the columns of X (n, m) over the rows where both are present (NaN for a constant column)."
+    if np.isfinite(X).all():                                     # complete data (simulated columns): one matrix product
+        Z = X - X.mean(0); s = np.sqrt((Z*Z).sum(0))
+        with np.errstate(invalid='ignore', divide='ignore'): C = (Z.T @ Z)/np.outer(s, s)
+        C[:, s == 0] = np.nan; C[s == 0] = np.nan
+        return np.clip(C, -1, 1)
     return pd.DataFrame(X).corr(min_periods=3).to_numpy()
 
 def _loadings(C):
@@ -587,9 +632,9 @@ class NullModel:
         return out
     def observed(self, G:np.ndarray, masks=True)->np.ndarray:
         "Map latent draws (size, n, columns) to the observed marginals (and, with `masks`, the observed missing cells)."
-        out = np.empty_like(G)
+        out = np.empty_like(G); U = ndtr(G)                     # the normal CDF: uniform scores
         for c, m in enumerate(self.marg):
-            u = ss.norm.cdf(G[..., c]); out[..., c] = m[np.minimum((u*len(m)).astype(int), len(m) - 1)]
+            out[..., c] = m[np.minimum((U[..., c]*len(m)).astype(int), len(m) - 1)]
         if masks: out[:, ~self.masks] = np.nan
         return out
 

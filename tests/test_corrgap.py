@@ -376,3 +376,19 @@ def test_matched_null_says_when_raters_do_not_agree():
     assert r.n_sim == 0 and r.null_note.startswith('not identified: mean correlation between rater slots')
     r = matched_null({'j': np.full(200, np.nan), 'k': np.ones(200)}, R, O, n_sim=5)
     assert (r.n_sim == 0).all()
+
+def test_point_estimates_of_judges_with_different_items_equal_one_judge_at_a_time():
+    """The batched point estimates (each judge's scored items a 0/1 weight row of one split per rater slot, all judges'
+    correlations at once) equal the per-judge path (forced here by a callable `bins`, which the batch does not take)."""
+    from judgelab.corrgap import human_baseline, simulate_raters
+    sim = simulate_raters(300, sigma=0.8, judge_sigma=0.5, seed=3); rng = np.random.default_rng(1); P = {}
+    for j in range(5):
+        v = (sim['pred'] + rng.integers(-1, 2, 300)*(j % 2)).astype(float); v[rng.choice(300, 10*j, replace=False)] = np.nan; P[f'j{j}'] = v
+    R_t, R_o = sim['R_t'].copy(), sim['R_o']; R_t[rng.choice(300, 20), 1] = np.nan
+    for method in ['spearman', 'pearson', 'kendall']:
+        for ties in ['fractional', 'id']:
+            a = human_baseline(P, R_t, R_o, n_boot=0, method=method, ties=ties)
+            for i, (k, v) in enumerate(P.items()):
+                b = human_baseline({k: v}, R_t, R_o, n_boot=0, method=method, ties=ties, bins=lambda g: np.round(g, 9)).iloc[0]
+                assert np.allclose(a.h[i], b.h, atol=1e-12, rtol=0) and np.allclose(a.j[i], b.j, atol=1e-12, rtol=0), (method, ties, k)
+                assert np.isfinite(b.j).all()
