@@ -718,7 +718,7 @@ def _w_from_moments(cJT, cJO, cTT, cOO, cTO):
         bt, bo = (A - rho*B)/(1 - rho**2), (B - rho*A)/(1 - rho**2)
         w = bo/(bt + bo)
     w = np.where(np.abs(rho) < 1, w, np.nan)
-    return w, bt, bo, rho
+    return w, bt, bo, np.broadcast_to(rho, w.shape)
 
 def dependence_weight(preds, # judge scores for the target: an array, or {name: array} (NaN: not scored)
                       R_t, # (n, K) human ratings of the target, one column per rater slot (NaN if missing)

@@ -427,3 +427,13 @@ def test_dependence_weight_rho_near_one():
     d = simulate_raters(800, sigma=sigma_for_alpha(0.7), rho=0.99, seed=4)
     r = dependence_weight(d['pred'], d['R_t'], d['R_o'], n_boot=50).iloc[0]
     assert 'ill-conditioned' in r.w_note
+
+def test_dependence_weight_several_judges():
+    "Judges are estimated independently: a dict of judges gives the same rows as each judge alone."
+    d = simulate_raters(600, sigma=sigma_for_alpha(0.45), w=0.3, seed=5)
+    other = np.where(np.arange(600) % 7 == 0, np.nan, d['R_o'][:, 0])
+    both = dependence_weight({'a': d['pred'], 'b': other}, d['R_t'], d['R_o'], n_boot=50, seed=3)
+    for k, x in (('a', d['pred']), ('b', other)):
+        one = dependence_weight({k: x}, d['R_t'], d['R_o'], n_boot=50, seed=3)
+        pd.testing.assert_frame_equal(both[both.judge == k].reset_index(drop=True), one)
+    assert both.w[1] > both.w[0] > 0.1
