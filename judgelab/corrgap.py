@@ -17,8 +17,8 @@ from .judgments import judgment_scores, as_judgments
 # %% auto #0
 __all__ = ['TIES', 'SUMMARY_COLUMNS', 'NULL_COLUMNS', 'divergence', 'split_groups', 'CorrGapResult', 'fisher_z_test', 'corrgap',
            'rater_slots', 'bootstrap_weights', 'split_counts', 'human_baseline', 'simulate_raters', 'sigma_for_alpha',
-           'NullModel', 'fit_null', 'matched_null', 'synthetic_dependence', 'quality_groups', 'quality_threshold',
-           'CorrGapMatrix', 'corrgap_audit', 'corrgap_matrix']
+           'NullModel', 'fit_null', 'matched_null', 'dependence_weight', 'synthetic_dependence', 'quality_groups',
+           'quality_threshold', 'CorrGapMatrix', 'corrgap_audit', 'corrgap_matrix']
 
 # %% ../nbs/06_corrgap.ipynb #753e899b
 def _id_order(ids):
@@ -736,6 +736,78 @@ def matched_null(preds, # judge scores for the target: an array, or {name: array
     rows += [dict(judge=k, n_sim=0) for k in preds if k not in names]
     return pd.DataFrame(rows)
 
+
+# %% ../nbs/06_corrgap.ipynb #2c36b302
+def _wcov_stack(W, X, Y):
+    "Weighted covariances of the columns of X (n, p) with Y (n, p), pairwise over rows where both are present, for every row of W (B, n): (B, p)."
+    M = ~(np.isnan(X) | np.isnan(Y)); X0, Y0 = np.where(M, X, 0.0), np.where(M, Y, 0.0)
+    S = W @ M.astype(float)
+    with np.errstate(invalid='ignore', divide='ignore'):
+        mx, my = (W @ X0)/S, (W @ Y0)/S
+        C = (W @ (X0*Y0))/S - mx*my
+    return np.where(S >= 3, C, np.nan)
+
+def _mean_pairs(W, A, B, pairs):
+    "Mean over the slot pairs (a, b) of the weighted covariances of A[:, a] and B[:, b]: (B,)."
+    if not pairs: return np.full(len(W), np.nan)
+    C = _wcov_stack(W, np.stack([A[:, a] for a, _ in pairs], 1), np.stack([B[:, b] for _, b in pairs], 1))
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', RuntimeWarning)
+        return np.nanmean(C, 1)
+
+def _w_from_moments(cJT, cJO, cTT, cOO, cTO):
+    "w, beta_t, beta_o, rho from the mean cross-rater moments (arrays of one shape); beta on the latent (unit variance) scale, in units of the judge's scores."
+    with np.errstate(invalid='ignore', divide='ignore'):
+        lt, lo = np.sqrt(np.where(cTT > 0, cTT, np.nan)), np.sqrt(np.where(cOO > 0, cOO, np.nan))
+        rho = cTO/(lt*lo); A, B = cJT/lt, cJO/lo        # A = b_t + b_o rho, B = b_t rho + b_o
+        bt, bo = (A - rho*B)/(1 - rho**2), (B - rho*A)/(1 - rho**2)
+        w = bo/(bt + bo)
+    w = np.where(np.abs(rho) < 1, w, np.nan)
+    return w, bt, bo, np.broadcast_to(rho, w.shape)
+
+def dependence_weight(preds, # judge scores for the target: an array, or {name: array} (NaN: not scored)
+                      R_t, # (n, K) human ratings of the target, one column per rater slot (NaN if missing)
+                      R_o, # (n, K) human ratings of the non-target, same slots
+                      docs=None, # document of each item: the cluster-bootstrap unit (default: each item its own)
+                      n_boot:int=500, ci:float=0.95, seed:int=0,
+                      min_agreement:float=0.05, # below this mean inter-slot correlation (in t or o) w is not identified
+                      max_rho:float=0.95, # above this latent correlation the 2x2 system is flagged as ill-conditioned
+                     )->pd.DataFrame: # one row per judge
+    "Errors-in-variables estimate of the judge's weight w on the latent non-target, from cross-rater covariances, with a cluster-bootstrap CI."
+    preds = preds if isinstance(preds, dict) else {'judge': preds}
+    R_t, R_o = np.asarray(R_t, float), np.asarray(R_o, float)
+    if R_t.ndim != 2 or R_t.shape != R_o.shape: raise ValueError(f"R_t and R_o must be (items, raters) arrays of one shape, got {R_t.shape} and {R_o.shape}")
+    n, K = R_t.shape
+    names = list(preds); P = np.stack([np.asarray(preds[k], float) for k in names], 1) if names else np.zeros((n, 0))
+    if len(P) != n: raise ValueError(f"every judge needs {n} scores (one per row of R_t)")
+    W = bootstrap_weights(np.arange(n) if docs is None else docs, n_boot, seed) if n_boot else np.zeros((0, n), int)
+    W = np.r_[np.ones((1, n)), W].astype(float)        # row 0: the data themselves (point estimates)
+    tt = [(a, c) for a in range(K) for c in range(a + 1, K)]
+    to = [(a, b) for a in range(K) for b in range(K) if a != b]     # a != b: a rater's halo drops out
+    cTT, cOO, cTO = _mean_pairs(W, R_t, R_t, tt), _mean_pairs(W, R_o, R_o, tt), _mean_pairs(W, R_t, R_o, to)
+    agree = [np.nanmean(_corr_pairwise(R)[np.triu_indices(K, 1)]) if K >= 2 else np.nan for R in (R_t, R_o)]
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', RuntimeWarning)
+        cJT = np.nanmean(np.stack([_wcov_stack(W, P, np.repeat(R_t[:, [a]], P.shape[1], 1)) for a in range(K)]), 0)
+        cJO = np.nanmean(np.stack([_wcov_stack(W, P, np.repeat(R_o[:, [a]], P.shape[1], 1)) for a in range(K)]), 0)
+    w, bt, bo, rho = _w_from_moments(cJT, cJO, cTT[:, None], cOO[:, None], cTO[:, None])
+    lo_q, hi_q = (1 - ci)/2, (1 + ci)/2; rows = []
+    for j, name in enumerate(names):
+        wb = w[1:, j]; wb = wb[np.isfinite(wb)]; nb = len(wb); note = ''
+        if K < 2: note = 'not identified: fewer than 2 rater slots'
+        elif not (agree[0] >= min_agreement and agree[1] >= min_agreement):
+            note = f'not identified: raters barely agree (mean inter-slot r {agree[0]:.3f} in t, {agree[1]:.3f} in o; min_agreement {min_agreement})'
+        elif not np.isfinite(w[0, j]): note = 'not identified: degenerate moments (judge uncorrelated with the raters, or latent rho >= 1)'
+        elif abs(rho[0, j]) > max_rho: note = f'unstable: latent rho {rho[0, j]:.3f} near 1, the 2x2 system is ill-conditioned'
+        elif n_boot and nb < 0.9*n_boot: note = f'unstable: only {nb} of {n_boot} resamples gave a finite w'
+        ok = not note.startswith('not identified')
+        est = dict(w=w[0, j], beta_t=bt[0, j], beta_o=bo[0, j], latent_rho=rho[0, j]) if ok else dict(w=np.nan, beta_t=np.nan, beta_o=np.nan, latent_rho=np.nan)
+        if ok and nb:
+            wlo, whi = np.quantile(wb, [lo_q, hi_q])
+            p = min(1.0, 2*min((1 + np.sum(wb <= 0))/(nb + 1), (1 + np.sum(wb >= 0))/(nb + 1)))
+        else: wlo = whi = p = np.nan
+        rows.append(dict(judge=name, **est, w_lo=wlo, w_hi=whi, p_w=p, n_boot=nb if ok else 0, w_note=note))
+    return pd.DataFrame(rows, columns=['judge', 'w', 'w_lo', 'w_hi', 'p_w', 'beta_t', 'beta_o', 'latent_rho', 'n_boot', 'w_note'])
 
 # %% ../nbs/06_corrgap.ipynb #14ac52bb
 def synthetic_dependence(dataset_or_gt=None, # None (simulate), a dataset name or Dataset, or (gt_t, gt_o) arrays

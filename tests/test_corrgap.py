@@ -392,3 +392,64 @@ def test_point_estimates_of_judges_with_different_items_equal_one_judge_at_a_tim
                 b = human_baseline({k: v}, R_t, R_o, n_boot=0, method=method, ties=ties, bins=lambda g: np.round(g, 9)).iloc[0]
                 assert np.allclose(a.h[i], b.h, atol=1e-12, rtol=0) and np.allclose(a.j[i], b.j, atol=1e-12, rtol=0), (method, ties, k)
                 assert np.isfinite(b.j).all()
+
+
+# --- dependence_weight: the errors-in-variables estimate of the judge's weight w on the non-target ---
+from judgelab.corrgap import dependence_weight, simulate_raters, sigma_for_alpha
+
+def _dw_sims(N, n, **kw):
+    "dependence_weight's rows for N seeded simulate_raters datasets."
+    out = []
+    for i in range(N):
+        d = simulate_raters(n, seed=500 + i, **kw)
+        out.append(dependence_weight(d['pred'], d['R_t'], d['R_o'], n_boot=100, seed=i).iloc[0])
+    return pd.DataFrame(out)
+
+@pytest.mark.parametrize('alpha', [0.2, 0.45, 0.7])
+@pytest.mark.parametrize('hb', [0.0, 0.3])
+def test_dependence_weight_false_positives(alpha, hb):
+    "At w = 0 a share <= 0.08 of datasets rejects w = 0, with a tenth of a rater's noise in the judge (the hardest judge noise for the reliability bias) and with twice it, also with halo and bias."
+    s = sigma_for_alpha(alpha)
+    for f in (0.1, 2.0):
+        r = _dw_sims(40, 600, sigma=s, judge_sigma=f*s, w=0.0, halo=hb, bias=hb)
+        assert (r.n_boot >= 90).all() and (r.w_note == '').all()
+        assert (r.p_w < 0.05).mean() <= 0.08 + 0.05, (alpha, hb, f, (r.p_w < 0.05).mean())   # 40 datasets: +0.05 for sampling
+        assert abs(r.w.median()) < 0.1        # a ratio estimator: heavy tails where the raters barely agree, so the median
+
+@pytest.mark.parametrize('w', [0.2, 0.4])
+def test_dependence_weight_recovers_w(w):
+    "At alpha 0.45 and a rater's noise in the judge the mean estimate is within 0.03 of w (its standard error over 40 datasets is about 0.01), and w = 0.4 is detected."
+    r = _dw_sims(40, 800, sigma=sigma_for_alpha(0.45), w=w)
+    assert abs(r.w.mean() - w) < 0.03, r.w.mean()
+    assert ((r.w_lo <= w) & (w <= r.w_hi)).mean() >= 0.8
+    if w == 0.4: assert (r.p_w < 0.05).mean() >= 0.9
+
+def test_dependence_weight_not_identified():
+    d = simulate_raters(600, sigma=50.0, seed=2)
+    r = dependence_weight({'a': d['pred'], 'b': d['pred']}, d['R_t'], d['R_o'], n_boot=20)
+    assert len(r) == 2 and r.w.isna().all() and r.w_note.str.startswith('not identified').all()
+
+def test_dependence_weight_exact_linear():
+    "No cutting, a huge n, unequal loadings, halo and offsets: w and rho to 1e-2; NaN judge scores are dropped pairwise."
+    rng = np.random.default_rng(1); n = 200_000; rho = 0.4
+    z = rng.multivariate_normal([0, 0], [[1, rho], [rho, 1]], n)
+    e = rng.normal(0, 1, (n, 2)); f = 0.5*e + np.sqrt(1 - 0.25)*rng.normal(0, 1, (n, 2))
+    Rt, Ro = z[:, [0]] + e + [0, 2], z[:, [1]] + f
+    J = 0.6*z[:, 0] + 0.4*z[:, 1] + rng.normal(0, 0.5, n); J[rng.random(n) < 0.2] = np.nan
+    r = dependence_weight(J, Rt, Ro, n_boot=0).iloc[0]
+    assert abs(r.w - 0.4) < 1e-2 and abs(r.latent_rho - rho) < 1e-2 and abs(r.beta_o/r.beta_t - 0.4/0.6) < 0.03
+
+def test_dependence_weight_rho_near_one():
+    d = simulate_raters(800, sigma=sigma_for_alpha(0.7), rho=0.99, seed=4)
+    r = dependence_weight(d['pred'], d['R_t'], d['R_o'], n_boot=50).iloc[0]
+    assert 'ill-conditioned' in r.w_note
+
+def test_dependence_weight_several_judges():
+    "Judges are estimated independently: a dict of judges gives the same rows as each judge alone."
+    d = simulate_raters(600, sigma=sigma_for_alpha(0.45), w=0.3, seed=5)
+    other = np.where(np.arange(600) % 7 == 0, np.nan, d['R_o'][:, 0])
+    both = dependence_weight({'a': d['pred'], 'b': other}, d['R_t'], d['R_o'], n_boot=50, seed=3)
+    for k, x in (('a', d['pred']), ('b', other)):
+        one = dependence_weight({k: x}, d['R_t'], d['R_o'], n_boot=50, seed=3)
+        pd.testing.assert_frame_equal(both[both.judge == k].reset_index(drop=True), one)
+    assert both.w[1] > both.w[0] > 0.1
