@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 import numpy as np, pandas as pd
 from .data import as_dataset
 from .judgments import as_judgments, judgment_scores
-from .stats import correlation_table, alt_test, alt_test_inputs, krippendorff_alpha
+from .stats import correlation_table, alt_test, alt_test_inputs, krippendorff_alpha, fdr_adjust
 from .corrgap import corrgap_audit, quality_groups, quality_threshold
 
 # %% auto #0
-__all__ = ['PAPER_QUALITY', 'LOW_AGREEMENT', 'target_table', 'judge_level', 'quality_table', 'quality_direction',
-           'alt_test_table', 'human_agreement', 'verdicts', 'Audit', 'audit']
+__all__ = ['PAPER_QUALITY', 'LOW_AGREEMENT', 'target_table', 'judge_level', 'bh_all', 'judge_inference', 'quality_table',
+           'quality_direction', 'alt_test_table', 'human_agreement', 'verdicts', 'Audit', 'audit']
 
 # %% ../nbs/06a_audit.ipynb #6dd083e2
 def target_table(mats:dict, # {(judge, model): CorrGapMatrix} from `corrgap_audit`
@@ -55,6 +55,67 @@ def judge_level(mats:dict, # {(judge, model): CorrGapMatrix} from `corrgap_audit
     out = pd.concat([jl, pd.DataFrame([allrow])], ignore_index=True)
     out['k_raters'] = int(max(m.long.k_raters.max() for m in mats.values())) if all('k_raters' in m.long for m in mats.values()) else 0
     return out
+
+# %% ../nbs/06a_audit.ipynb #a7e4b1c9
+def bh_all(mats:dict, # {(judge, model): CorrGapMatrix} from `corrgap_audit`
+           alpha:float=0.05, # BH level (kept for a uniform signature; the adjusted p's do not depend on it)
+          )->pd.DataFrame: # the concatenated long tables with `p_excess_bh_all` (and `p_corrected_bh_all`)
+    "BH across all judges x pairs of a dataset: one family instead of one per judge."
+    L = pd.concat([m.long.assign(judge=j, model=mo) for (j, mo), m in mats.items()], ignore_index=True) if mats else pd.DataFrame()
+    for c in ('p_excess', 'p_corrected'):
+        if c in L: L[f'{c}_bh_all'] = fdr_adjust(L[c].values, 'bh')
+    return L
+
+def _judge_means(m, col):
+    "A judge's mean over targets of its per-target mean of `col`, and the same on each bootstrap resample (excess only)."
+    L = m.long
+    return float(L.groupby('target', sort=False)[col].mean().mean()) if col in L else np.nan
+
+def _cluster_boot(vals, groups_a, groups_b, mode, n_boot, rng):
+    "Means of judge values over resamples of clusters: 'a' (model), 'b' (prompt family), or 'two-way' (both, judges in both drawn sets)."
+    ua, ia = np.unique(groups_a, return_inverse=True); ub, ib = np.unique(groups_b, return_inverse=True)
+    out = np.full(n_boot, np.nan)
+    for b in range(n_boot):
+        wa = np.bincount(rng.integers(0, len(ua), len(ua)), minlength=len(ua)) if mode in ('a', 'two-way') else np.ones(len(ua))
+        wb = np.bincount(rng.integers(0, len(ub), len(ub)), minlength=len(ub)) if mode in ('b', 'two-way') else np.ones(len(ub))
+        w = wa[ia]*wb[ib]
+        if w.sum() > 0: out[b] = np.sum(w*vals)/w.sum()
+    return out
+
+def judge_inference(mats:dict, # {(judge, model): CorrGapMatrix} from `corrgap_audit`
+                    alpha:float=0.05, # BH level (across all judges x pairs) and 1 - CI level
+                    n_boot:int=2000, # resamples of judges
+                    seed:int=0,
+                    clusters=('model', 'judge'), # the columns naming a judge's model and its prompt family
+                    min_clusters:int=5, # fewer clusters than this: the CI is flagged unreliable
+                   )->pd.DataFrame: # one row per quantity (excess, excess_corrected where present)
+    "Inference over JUDGES: how many judges have a significant pair under BH across all judges x pairs, and the judge-level mean with CIs resampling models, prompt families, or both."
+    L = bh_all(mats, alpha); keys = list(mats)
+    ca, cb = clusters
+    ga = np.array([k[1] if ca == 'model' else k[0] for k in keys], dtype=object).astype(str)
+    gb = np.array([k[0] if cb == 'judge' else k[1] for k in keys], dtype=object).astype(str)
+    rows = []
+    for q, pc in (('excess', 'p_excess_bh_all'), ('excess_corrected', 'p_corrected_bh_all')):
+        if q not in L: continue
+        vals = np.array([_judge_means(mats[k], q) for k in keys]); ok = np.isfinite(vals)
+        sig = L[L[pc] < alpha].groupby(['judge', 'model']).size() if pc in L else pd.Series(dtype=int)
+        n_sig = int(len(sig)); na, nb = len(set(ga[ok])), len(set(gb[ok]))
+        row = dict(quantity=q, n_judges=int(ok.sum()), n_models=na, n_prompt_families=nb, n_sig_judges=n_sig,
+                   share_sig_judges=n_sig/len(keys) if keys else np.nan, mean=float(vals[ok].mean()) if ok.any() else np.nan)
+        widths = {}
+        for name, mode in (('model', 'a'), ('prompt', 'b'), ('two-way', 'two-way')):
+            bs = _cluster_boot(vals[ok], ga[ok], gb[ok], mode, n_boot, np.random.default_rng(seed)) if ok.any() else np.full(1, np.nan)
+            bs = bs[np.isfinite(bs)]
+            lo, hi = (np.quantile(bs, [alpha/2, 1 - alpha/2]) if len(bs) > 1 else (np.nan, np.nan))
+            row[f'lo_{name}'], row[f'hi_{name}'] = float(lo), float(hi)
+            row[f'p_{name}'] = float((1 + np.sum(bs <= 0))/(1 + len(bs))) if len(bs) else np.nan
+            widths[name] = hi - lo if np.isfinite(hi - lo) else -np.inf
+        wide = max(widths, key=widths.get)
+        row.update(ci_lo=row[f'lo_{wide}'], ci_hi=row[f'hi_{wide}'], ci_from=wide, p_mean_le_0=row[f'p_{wide}'])
+        few = [f'{n} {w}' for n, w in ((na, 'model(s)'), (nb, 'prompt family(ies)')) if n < min_clusters]
+        row['note'] = (f'only {" and ".join(few)}: fewer than {min_clusters} clusters, the CI over judges is unreliable' if few else '')
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 # %% ../nbs/06a_audit.ipynb #e8930828
 def quality_table(judgments:pd.DataFrame, # judgments (schema of judgelab.judgments)
@@ -219,6 +280,7 @@ class Audit:
     agreement: pd.Series = field(repr=False)         # `human_agreement` of the targets
     verdicts: pd.DataFrame = field(repr=False)       # `verdicts`
     mats: dict = field(repr=False, default_factory=dict)   # {(judge, model): CorrGapMatrix}
+    over_judges: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)   # `judge_inference`: inference over judges
     def lines(self)->list:
         "The verdicts and the alt-test in words, judge by judge."
         out = []
@@ -280,6 +342,9 @@ def audit(judgments:pd.DataFrame, # a plain table item_id, dimension, score [, j
     cols = ['judge', 'model', 'target', 'other', 'n_low', 'n_high', 'r_low', 'r_high', 'gap', 'p', 'p_bh', 'gap_human', 'gap_judge_loo',
             'excess', 'excess_lo', 'excess_hi', 'p_excess', 'p_excess_bh', 'k_raters', 'n_dropped']
     pairs = pd.concat([m.long for m in mats.values()], ignore_index=True) if mats else pd.DataFrame(columns=cols)
+    pairs = pd.concat([m.long for m in mats.values()], ignore_index=True) if mats else pd.DataFrame(columns=cols)
+    if mats: pairs = bh_all(mats, alpha)
+    cols += ['p_excess_bh_all', 'p_corrected_bh_all']
     pairs = pairs[[c for c in cols if c in pairs]]
     tt = target_table(mats, ct, method, alpha); jl = judge_level(mats, alpha) if mats else pd.DataFrame()
     thr = {t: quality_thresholds for t in targets} if isinstance(quality_thresholds, (int, float)) else quality_thresholds
@@ -288,4 +353,5 @@ def audit(judgments:pd.DataFrame, # a plain table item_id, dimension, score [, j
     at = alt_test_table(J, ds, dims=targets) if alt else pd.DataFrame()
     ag = human_agreement(ds, targets)
     v = verdicts(pairs, ct, ag, method, alpha, targets=targets) if len(pairs) else verdicts(pairs, ct, ag, method, alpha, targets=targets)
-    return Audit(ds.name, params, J, ct, pairs, tt, jl, quality, direction, at, ag, v, mats)
+    oj = judge_inference(mats, alpha, seed=seed) if mats and n_boot_excess else pd.DataFrame()
+    return Audit(ds.name, params, J, ct, pairs, tt, jl, quality, direction, at, ag, v, mats, oj)
