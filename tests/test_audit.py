@@ -142,3 +142,61 @@ def test_judge_inference_distinct_judges():
     assert r.n_models == r.n_prompt_families == 10 and r.note == ''
     assert all(np.isfinite(r[c]) for c in ['lo_model', 'hi_model', 'lo_prompt', 'hi_prompt', 'lo_two-way', 'hi_two-way'])
     assert r.ci_lo > 0 and r.p_mean_le_0 < 0.01
+
+
+# --- quality groups ----------------------------------------------------------------------------------------------------
+
+def test_quality_cut_moves_off_a_constant_ceiling():
+    from judgelab.corrgap import quality_cut
+    x = np.r_[np.repeat([1., 2., 3., 4.], 15), np.full(100, 5.)]       # median 5: the high group would be constant
+    assert np.median(x) == 5
+    c, moved = quality_cut(x, 5.0)
+    assert moved and c == 4.0
+    assert len(np.unique(x[x >= c])) >= 2 and len(np.unique(x[x < c])) >= 2
+    assert quality_cut(x, 3.0) == (3.0, False)
+
+def test_summeval_consistency_threshold_moved_and_groups_finite():
+    from judgelab.corrgap import quality_threshold_rule, quality_groups
+    from judgelab.judgments import list_judgments, load_judgments, judgment_scores
+    from judgelab.data import load
+    ds = load('summeval'); hm = ds.human_mean()
+    thr, rule = quality_threshold_rule(ds, 'consistency')
+    assert hm.consistency.median() == 5.0 and thr < 5.0 and rule.startswith('moved: median at the ceiling')
+    J = load_judgments('summeval', list_judgments('summeval').index[0])
+    s = judgment_scores(J); k = s[['judge', 'model']].iloc[0]
+    s = s[(s.judge == k.judge) & (s.model == k.model)].pivot(index='item_id', columns='dimension', values='score').reindex(hm.index)
+    q = quality_groups(s.consistency.values, hm.consistency.values, hm.fluency.values, thr, ids=hm.index.values, test=None)
+    assert np.isfinite(q['low'].gap) and np.isfinite(q['high'].gap)
+    q5 = quality_groups(s.consistency.values, hm.consistency.values, hm.fluency.values, 5.0, ids=hm.index.values, test=None)
+    assert not np.isfinite(q5['high'].gap)                              # the old cut: the high group is degenerate
+
+def test_quality_matched_drops_nan_pairs():
+    from judgelab.audits import quality_matched
+    q = pd.DataFrame(dict(judge='j', model='m', target=['a', 'a', 'b', 'b'], other=['b', 'b', 'a', 'a'],
+                          quality=['low', 'high', 'low', 'high'], excess=[0.1, 0.2, 0.3, np.nan]))
+    w, dropped = quality_matched(q)
+    assert dropped == 1 and len(w) == 1 and w.index[0][2] == 'a'
+
+def test_group_excess_is_human_baseline_on_the_group():
+    from judgelab.audits import quality_table, quality_excess
+    from judgelab.corrgap import human_baseline, rater_slots, bootstrap_weights, quality_threshold
+    from judgelab.data import load
+    from judgelab.corrgap import CorrGapMatrix
+    ds = load('summeval'); hm = ds.human_mean(); rng = np.random.default_rng(0)
+    J = pd.DataFrame(dict(item_id=hm.index, dimension='coherence', score=np.clip(hm.coherence + rng.normal(0, .5, len(hm)), 1, 5).round(1)))
+    J = pd.concat([J, J.assign(dimension='fluency', score=np.clip(hm.fluency + rng.normal(0, .5, len(hm)), 1, 5).round(1))], ignore_index=True).assign(judge='toy', model='toy')
+    mats = {('toy', 'toy'): CorrGapMatrix(pd.DataFrame(dict(target=['coherence'], other=['fluency'])), 'toy', 'toy')}
+    q = quality_table(J, ds, mats, n_perm=0, n_boot=50, seed=3)
+    thr = quality_threshold(ds, 'coherence'); m = hm.coherence.values < thr
+    docs = ds.items.set_index('item_id').doc_id.reindex(hm.index).values
+    W = bootstrap_weights(docs, 50, 3)
+    hb = human_baseline(J[J.dimension == 'coherence'].set_index('item_id').score.reindex(hm.index).values[m], rater_slots(ds, 'coherence').values[m],
+                        rater_slots(ds, 'fluency').values[m], ids=hm.index.values[m], W=W[:, m], keep_boot=True)
+    low = q[q.quality == 'low'].iloc[0]
+    assert np.isclose(low.excess, hb.excess[0]) and np.isclose(low.gap_human, hb.gap_human[0])
+    np.testing.assert_allclose(low.boot, hb.boot[0])
+    qe = quality_excess(q)
+    assert np.isclose(qe.excess_diff.iloc[0], low.excess - q[q.quality == 'high'].excess.iloc[0])
+    assert qe.judge.iloc[-1] == 'all judges' and np.isclose(qe.excess_diff.iloc[-1], qe.excess_diff.iloc[0])   # one judge: pooled = the judge
+    b = np.asarray(low.boot, float) - np.asarray(q[q.quality == 'high'].boot.iloc[0], float)
+    assert np.isclose(qe.share_low_gt_high.iloc[0], np.mean(b[np.isfinite(b)] > 0))
