@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 import numpy as np, pandas as pd
 from .data import as_dataset
 from .judgments import as_judgments, judgment_scores
-from .stats import correlation_table, alt_test, alt_test_inputs, krippendorff_alpha
-from .corrgap import corrgap_audit, quality_groups, quality_threshold
+from .stats import correlation_table, alt_test, alt_test_inputs, krippendorff_alpha, fdr_adjust
+from .corrgap import corrgap_audit, quality_groups, quality_threshold, quality_threshold_rule, quality_cut, human_baseline, rater_slots, bootstrap_weights
 
 # %% auto #0
-__all__ = ['PAPER_QUALITY', 'LOW_AGREEMENT', 'target_table', 'judge_level', 'quality_table', 'quality_direction',
-           'alt_test_table', 'human_agreement', 'verdicts', 'Audit', 'audit']
+__all__ = ['PAPER_QUALITY', 'LOW_AGREEMENT', 'target_table', 'judge_level', 'bh_all', 'judge_inference', 'quality_table',
+           'quality_matched', 'quality_excess', 'quality_direction', 'alt_test_table', 'human_agreement', 'verdicts',
+           'Audit', 'audit']
 
 # %% ../nbs/06a_audit.ipynb #6dd083e2
 def target_table(mats:dict, # {(judge, model): CorrGapMatrix} from `corrgap_audit`
@@ -56,48 +57,187 @@ def judge_level(mats:dict, # {(judge, model): CorrGapMatrix} from `corrgap_audit
     out['k_raters'] = int(max(m.long.k_raters.max() for m in mats.values())) if all('k_raters' in m.long for m in mats.values()) else 0
     return out
 
+# %% ../nbs/06a_audit.ipynb #a7e4b1c9
+def bh_all(mats:dict, # {(judge, model): CorrGapMatrix} from `corrgap_audit`
+           alpha:float=0.05, # BH level (kept for a uniform signature; the adjusted p's do not depend on it)
+          )->pd.DataFrame: # the concatenated long tables with `p_excess_bh_all` (and `p_corrected_bh_all`)
+    "BH across all judges x pairs of a dataset: one family instead of one per judge."
+    L = pd.concat([m.long.assign(judge=j, model=mo) for (j, mo), m in mats.items()], ignore_index=True) if mats else pd.DataFrame()
+    for c in ('p_excess', 'p_corrected'):
+        if c in L: L[f'{c}_bh_all'] = fdr_adjust(L[c].values, 'bh')
+    return L
+
+def _judge_means(m, col):
+    "A judge's mean over targets of its per-target mean of `col`, and the same on each bootstrap resample (excess only)."
+    L = m.long
+    return float(L.groupby('target', sort=False)[col].mean().mean()) if col in L else np.nan
+
+def _cluster_boot(vals, groups_a, groups_b, mode, n_boot, rng):
+    "Means of judge values over resamples of clusters: 'a' (model), 'b' (prompt family), or 'two-way' (both, judges in both drawn sets)."
+    ua, ia = np.unique(groups_a, return_inverse=True); ub, ib = np.unique(groups_b, return_inverse=True)
+    out = np.full(n_boot, np.nan)
+    for b in range(n_boot):
+        wa = np.bincount(rng.integers(0, len(ua), len(ua)), minlength=len(ua)) if mode in ('a', 'two-way') else np.ones(len(ua))
+        wb = np.bincount(rng.integers(0, len(ub), len(ub)), minlength=len(ub)) if mode in ('b', 'two-way') else np.ones(len(ub))
+        w = wa[ia]*wb[ib]
+        if w.sum() > 0: out[b] = np.sum(w*vals)/w.sum()
+    return out
+
+def judge_inference(mats:dict, # {(judge, model): CorrGapMatrix} from `corrgap_audit`
+                    alpha:float=0.05, # BH level (across all judges x pairs) and 1 - CI level
+                    n_boot:int=2000, # resamples of judges
+                    seed:int=0,
+                    clusters=('model', 'judge'), # the columns naming a judge's model and its prompt family
+                    min_clusters:int=5, # fewer clusters than this: the CI is flagged unreliable
+                   )->pd.DataFrame: # one row per quantity (excess, excess_corrected where present)
+    "Inference over JUDGES: how many judges have a significant pair under BH across all judges x pairs, and the judge-level mean with CIs resampling models, prompt families, or both."
+    L = bh_all(mats, alpha); keys = list(mats)
+    ca, cb = clusters
+    ga = np.array([k[1] if ca == 'model' else k[0] for k in keys], dtype=object).astype(str)
+    gb = np.array([k[0] if cb == 'judge' else k[1] for k in keys], dtype=object).astype(str)
+    rows = []
+    for q, pc in (('excess', 'p_excess_bh_all'), ('excess_corrected', 'p_corrected_bh_all')):
+        if q not in L: continue
+        vals = np.array([_judge_means(mats[k], q) for k in keys]); ok = np.isfinite(vals)
+        sig = L[L[pc] < alpha].groupby(['judge', 'model']).size() if pc in L else pd.Series(dtype=int)
+        n_sig = int(len(sig)); na, nb = len(set(ga[ok])), len(set(gb[ok]))
+        row = dict(quantity=q, n_judges=int(ok.sum()), n_models=na, n_prompt_families=nb, n_sig_judges=n_sig,
+                   share_sig_judges=n_sig/len(keys) if keys else np.nan, mean=float(vals[ok].mean()) if ok.any() else np.nan)
+        widths = {}
+        for name, mode in (('model', 'a'), ('prompt', 'b'), ('two-way', 'two-way')):
+            bs = _cluster_boot(vals[ok], ga[ok], gb[ok], mode, n_boot, np.random.default_rng(seed)) if ok.any() else np.full(1, np.nan)
+            bs = bs[np.isfinite(bs)]
+            lo, hi = (np.quantile(bs, [alpha/2, 1 - alpha/2]) if len(bs) > 1 else (np.nan, np.nan))
+            row[f'lo_{name}'], row[f'hi_{name}'] = float(lo), float(hi)
+            row[f'p_{name}'] = float((1 + np.sum(bs <= 0))/(1 + len(bs))) if len(bs) else np.nan
+            widths[name] = hi - lo if np.isfinite(hi - lo) else -np.inf
+        wide = max(widths, key=widths.get)
+        row.update(ci_lo=row[f'lo_{wide}'], ci_hi=row[f'hi_{wide}'], ci_from=wide, p_mean_le_0=row[f'p_{wide}'])
+        few = [f'{n} {w}' for n, w in ((na, 'model(s)'), (nb, 'prompt family(ies)')) if n < min_clusters]
+        row['note'] = (f'only {" and ".join(few)}: fewer than {min_clusters} clusters, the CI over judges is unreliable' if few else '')
+        rows.append(row)
+    return pd.DataFrame(rows)
+
 # %% ../nbs/06a_audit.ipynb #e8930828
 def quality_table(judgments:pd.DataFrame, # judgments (schema of judgelab.judgments)
                   dataset, # a dataset name or `judgelab.data.Dataset`
                   mats:dict, # {(judge, model): CorrGapMatrix}: its (target, other) pairs are the ones split
-                  thresholds:dict|None=None, # {target: threshold}; default: the registry's (`quality_threshold`)
+                  thresholds:dict|None=None, # {target: threshold}; default: the registry's (`quality_threshold_rule`); a degenerate cut is moved
                   method:str='spearman', bins='exact',
                   n_perm:int=499, # permutations inside each group (0: no test)
                   ties:str='fractional', # ties in D at a cut, as in `corrgap.corrgap`
                   seed:int=0,
-                 )->pd.DataFrame: # one row per judge, target, non-target and quality group
-    "CorrGap inside the low- and high-quality items of each target."
+                  n_boot:int=1000, # common cluster-bootstrap resamples over documents for the excess inside each group (0: no excess)
+                 )->pd.DataFrame: # one row per judge, target, non-target and quality group (column `boot`: the group's bootstrap excess values)
+    "CorrGap inside the low- and high-quality items of each target, and the excess over the human baseline inside each group."
     ds = as_dataset(dataset); hm = ds.human_mean(); J = as_judgments(judgments, ds)
+    docs = ds.items.set_index('item_id').doc_id.reindex(hm.index).values
+    W = bootstrap_weights(docs, n_boot, seed) if n_boot else None       # one W for both groups: low - high on the same resamples
+    wide = {(judge, model): judgment_scores(J[(J.judge == judge) & (J.model == model)]).pivot(index='item_id', columns='dimension', values='score').reindex(hm.index)
+            for judge, model in mats}
+    pairs = list(dict.fromkeys((t, o) for m in mats.values() for t, o in m.long[['target', 'other']].itertuples(index=False)))
+    slots = {d: rater_slots(ds, d).values for d in dict.fromkeys(x for p in pairs for x in p)} if n_boot else {}
+    cuts = {}
+    for t in dict.fromkeys(t for t, _ in pairs):
+        given = (thresholds or {}).get(t, None)
+        if given is None: cuts[t] = quality_threshold_rule(ds, t)
+        else:
+            c, moved = quality_cut(hm[t].values, float(given))
+            cuts[t] = (c, f'moved: given {given:g} degenerate ({given:g} -> {c:g})' if moved else 'given')
     rows = []
-    for (judge, model), m in mats.items():
-        s = judgment_scores(J[(J.judge == judge) & (J.model == model)]).pivot(index='item_id', columns='dimension', values='score').reindex(hm.index)
-        for t, o in m.long[['target', 'other']].itertuples(index=False):
-            thr = (thresholds or {}).get(t, None)
-            thr = quality_threshold(ds, t) if thr is None else thr
-            q = quality_groups(s[t].values, hm[t].values, hm[o].values, thr, ids=hm.index.values, method=method, bins=bins,
+    for t, o in pairs:
+        thr, rule = cuts[t]
+        keys = [k for k, m in mats.items() if ((m.long.target == t) & (m.long.other == o)).any() and t in wide[k]]
+        hb = {}
+        if n_boot and slots[t].shape[1] >= 2:
+            for grp, msk in (('low', hm[t].values < thr), ('high', hm[t].values >= thr)):
+                if msk.sum() < 6: continue
+                res = human_baseline({k: wide[k][t].values[msk] for k in keys}, slots[t][msk], slots[o][msk], ids=hm.index.values[msk],
+                                     method=method, bins=bins, W=W[:, msk], keep_boot=True, ties=ties)
+                hb[grp] = dict(zip(keys, res.to_dict('records')))
+        for k in keys:
+            q = quality_groups(wide[k][t].values, hm[t].values, hm[o].values, thr, ids=hm.index.values, method=method, bins=bins,
                                n_perm=n_perm, seed=seed, test='permutation' if n_perm else None, ties=ties)
             for grp, r in q.items():
-                rows.append(dict(judge=judge, model=model, target=t, other=o, quality=grp, threshold=thr, gap=r.gap,
-                                 r_low=r.r_low, r_high=r.r_high, n_low=r.n_low, n_high=r.n_high, p=r.p))
-    return pd.DataFrame(rows, columns=['judge', 'model', 'target', 'other', 'quality', 'threshold', 'gap', 'r_low', 'r_high', 'n_low', 'n_high', 'p'])
+                h = hb.get(grp, {}).get(k, {})
+                rows.append(dict(judge=k[0], model=k[1], target=t, other=o, quality=grp, threshold=thr, threshold_rule=rule, gap=r.gap,
+                                 r_low=r.r_low, r_high=r.r_high, n_low=r.n_low, n_high=r.n_high, p=r.p,
+                                 gap_human=h.get('gap_human', np.nan), gap_judge_loo=h.get('gap_judge_loo', np.nan), excess=h.get('excess', np.nan),
+                                 excess_lo=h.get('excess_lo', np.nan), excess_hi=h.get('excess_hi', np.nan), boot=h.get('boot', None)))
+    return pd.DataFrame(rows, columns=['judge', 'model', 'target', 'other', 'quality', 'threshold', 'threshold_rule', 'gap', 'r_low', 'r_high', 'n_low', 'n_high', 'p',
+                                       'gap_human', 'gap_judge_loo', 'excess', 'excess_lo', 'excess_hi', 'boot'])
+
+def quality_matched(quality:pd.DataFrame, # `quality_table`
+                    value:str='excess', # the column compared
+                   )->tuple: # (matched wide table: one row per judge, target, other with `low`, `high`; number of pairs dropped)
+    "Only the (judge, target, other) pairs with a finite `value` in both groups."
+    w = quality.groupby(['judge', 'model', 'target', 'other', 'quality'], sort=False)[value].first().unstack('quality')
+    w = w.reindex(columns=['low', 'high'])
+    ok = np.isfinite(w['low'].astype(float)) & np.isfinite(w['high'].astype(float))
+    return w[ok], int((~ok).sum())
+
+def quality_excess(quality:pd.DataFrame, # `quality_table` (with its `boot` column)
+                   ci:float=0.95,
+                  )->pd.DataFrame: # one row per judge, then 'all judges'
+    "Low-minus-high excess per judge (mean over matched targets x others) and pooled over judges, with bootstrap CIs on common resamples."
+    w, dropped = quality_matched(quality, 'excess')
+    Q = quality.set_index(['judge', 'model', 'target', 'other', 'quality'])
+    rows, boots = [], []
+    a = (1 - ci)/2
+    def summ(d, b):
+        b = b[np.isfinite(b)] if b is not None else np.array([])
+        return dict(excess_diff=d, diff_lo=float(np.quantile(b, a)) if len(b) > 1 else np.nan, diff_hi=float(np.quantile(b, 1 - a)) if len(b) > 1 else np.nan,
+                    share_low_gt_high=float(np.mean(b > 0)) if len(b) else np.nan)
+    for (judge, model), g in w.groupby(level=['judge', 'model'], sort=False):
+        d = float((g['low'] - g['high']).mean())
+        bl = [np.asarray(Q.loc[(*i, 'low'), 'boot'], float) - np.asarray(Q.loc[(*i, 'high'), 'boot'], float) for i in g.index
+              if Q.loc[(*i, 'low'), 'boot'] is not None and Q.loc[(*i, 'high'), 'boot'] is not None]
+        b = np.mean(bl, 0) if bl else None
+        if b is not None: boots.append(b)
+        rows.append(dict(judge=judge, model=model, pairs=len(g), excess_low=float(g['low'].mean()), excess_high=float(g['high'].mean()), **summ(d, b)))
+    out = pd.DataFrame(rows)
+    if len(out):
+        pooled = np.mean(boots, 0) if boots and len(boots) == len(out) else None
+        out = pd.concat([out, pd.DataFrame([dict(judge='all judges', model=f'{len(out)} judges', pairs=int(out.pairs.sum()), excess_low=out.excess_low.mean(),
+                                                 excess_high=out.excess_high.mean(), **summ(float(out.excess_diff.mean()), pooled))])], ignore_index=True)
+    out['pairs_dropped'] = dropped
+    return out
 
 PAPER_QUALITY = dict(summeval='high', hanna='high', topical_chat='low')    # where Li & Chaturvedi find CorrGap more severe
 
 def quality_direction(quality:pd.DataFrame, # `quality_table`
                       dataset, # a dataset name or `judgelab.data.Dataset`
                      )->pd.DataFrame: # one row
-    "The paper's quality-group finding against these judges (mean over judges, targets and non-targets)."
+    "The paper's quality-group finding against these judges' excess (low minus high, matched pairs, bootstrap CI); the raw CorrGap as secondary columns."
     ds = as_dataset(dataset); paper = PAPER_QUALITY.get(ds.name)
-    per_judge = quality.groupby(['judge', 'model', 'quality']).gap.mean().unstack()
-    lo = per_judge['low'].mean() if 'low' in per_judge else np.nan; hi = per_judge['high'].mean() if 'high' in per_judge else np.nan
-    more = 'high' if hi > lo else 'low'
-    n_agree = int(((per_judge['high'] > per_judge['low']) == (paper == 'high')).sum()) if paper and {'low', 'high'} <= set(per_judge) else np.nan
-    return pd.DataFrame([dict(dataset=ds.name,
-        paper_finding=f'more severe for {paper}-quality texts' if paper else 'no finding reported',
-        judgelab=f'mean CorrGap low {lo:.3f}, high {hi:.3f}: more severe for {more}-quality texts',
-        judges_agreeing=f'{n_agree} of {len(per_judge)}' if paper else '',
-        agrees=('yes' if more == paper else 'no') if paper else 'n/a',
-        gap_low=lo, gap_high=hi, threshold=ds.spec.quality_threshold)])
+    qe = quality_excess(quality) if 'excess' in quality and quality.excess.notna().any() else pd.DataFrame()
+    wg, dropped_gap = quality_matched(quality, 'gap')
+    pj = wg.groupby(level=['judge', 'model']).mean()
+    lo, hi = (float(pj['low'].mean()), float(pj['high'].mean())) if len(pj) else (np.nan, np.nan)
+    thr = quality.drop_duplicates('target')
+    threshold = '; '.join(f'{r.target} {r.threshold:.3g} ({r.threshold_rule})' for r in thr.itertuples()) if 'threshold_rule' in quality else ds.spec.quality_threshold
+    row = dict(dataset=ds.name, paper_finding=f'more severe for {paper}-quality texts' if paper else 'no finding reported')
+    if len(qe):
+        pr = qe.iloc[-1]; per = qe.iloc[:-1]
+        d, dl, dh = pr.excess_diff, pr.diff_lo, pr.diff_hi
+        more = 'low' if d > 0 else 'high'
+        decided = np.isfinite(dl) and (dl > 0 or dh < 0)
+        row['judgelab'] = (f'excess low minus high {d:.3f} [{dl:.3f}, {dh:.3f}] (share of resamples low > high {pr.share_low_gt_high:.2f}): '
+                           + (f'more severe for {more}-quality texts' if decided else f'leans to {more}-quality texts, CI includes 0'))
+        n_agree = int(((per.excess_diff < 0) == (paper == 'high')).sum()) if paper else np.nan
+        row['judges_agreeing'] = f'{n_agree} of {len(per)}' if paper else ''
+        row['agrees'] = ('undecided (CI includes 0)' if not decided else ('yes' if more == paper else 'no')) if paper else 'n/a'
+        row.update(excess_diff=d, diff_lo=dl, diff_hi=dh, share_low_gt_high=pr.share_low_gt_high, excess_low=pr.excess_low, excess_high=pr.excess_high,
+                   pairs_dropped=int(pr.pairs_dropped))
+    else:
+        more = 'high' if hi > lo else 'low'
+        row['judgelab'] = f'mean CorrGap low {lo:.3f}, high {hi:.3f}: more severe for {more}-quality texts (no human baseline)'
+        n_agree = int(((pj['high'] > pj['low']) == (paper == 'high')).sum()) if paper and len(pj) else np.nan
+        row['judges_agreeing'] = f'{n_agree} of {len(pj)}' if paper else ''
+        row['agrees'] = ('yes' if more == paper else 'no') if paper else 'n/a'
+    row.update(gap_low=lo, gap_high=hi, gap_more_severe=('high' if hi > lo else 'low') if np.isfinite(lo) and np.isfinite(hi) else '',
+               gap_pairs_dropped=dropped_gap, threshold=threshold)
+    return pd.DataFrame([row])
 
 # %% ../nbs/06a_audit.ipynb #874a7141
 def alt_test_table(judgments:pd.DataFrame, # judgments (schema of judgelab.judgments) or a plain table item_id, dimension, score
@@ -214,11 +354,13 @@ class Audit:
     targets: pd.DataFrame = field(repr=False)        # `target_table`
     judges: pd.DataFrame = field(repr=False)         # `judge_level`
     quality: pd.DataFrame = field(repr=False)        # `quality_table` (empty when skipped)
-    quality_direction: pd.DataFrame = field(repr=False)
+    quality_direction: pd.DataFrame = field(repr=False)   # `quality_direction`; `quality_excess` below: low-minus-high excess per judge
     alt_test: pd.DataFrame = field(repr=False)       # `alt_test_table` (empty when skipped)
     agreement: pd.Series = field(repr=False)         # `human_agreement` of the targets
     verdicts: pd.DataFrame = field(repr=False)       # `verdicts`
     mats: dict = field(repr=False, default_factory=dict)   # {(judge, model): CorrGapMatrix}
+    over_judges: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)   # `judge_inference`: inference over judges
+    quality_excess: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)   # `quality_excess`
     def lines(self)->list:
         "The verdicts and the alt-test in words, judge by judge."
         out = []
@@ -280,12 +422,18 @@ def audit(judgments:pd.DataFrame, # a plain table item_id, dimension, score [, j
     cols = ['judge', 'model', 'target', 'other', 'n_low', 'n_high', 'r_low', 'r_high', 'gap', 'p', 'p_bh', 'gap_human', 'gap_judge_loo',
             'excess', 'excess_lo', 'excess_hi', 'p_excess', 'p_excess_bh', 'k_raters', 'n_dropped']
     pairs = pd.concat([m.long for m in mats.values()], ignore_index=True) if mats else pd.DataFrame(columns=cols)
+    pairs = pd.concat([m.long for m in mats.values()], ignore_index=True) if mats else pd.DataFrame(columns=cols)
+    if mats: pairs = bh_all(mats, alpha)
+    cols += ['p_excess_bh_all', 'p_corrected_bh_all']
     pairs = pairs[[c for c in cols if c in pairs]]
     tt = target_table(mats, ct, method, alpha); jl = judge_level(mats, alpha) if mats else pd.DataFrame()
     thr = {t: quality_thresholds for t in targets} if isinstance(quality_thresholds, (int, float)) else quality_thresholds
-    quality = quality_table(J, ds, mats, thr, method=method, bins=bins, n_perm=n_perm_quality, seed=seed, ties=ties) if n_perm_quality >= 0 and mats else pd.DataFrame()
+    quality = quality_table(J, ds, mats, thr, method=method, bins=bins, n_perm=n_perm_quality, seed=seed, ties=ties, n_boot=n_boot_excess) if n_perm_quality >= 0 and mats else pd.DataFrame()
     direction = quality_direction(quality, ds) if len(quality) else pd.DataFrame()
+    qx = quality_excess(quality) if len(quality) and quality.excess.notna().any() else pd.DataFrame()
+    quality = quality.drop(columns='boot') if len(quality) else quality
     at = alt_test_table(J, ds, dims=targets) if alt else pd.DataFrame()
     ag = human_agreement(ds, targets)
     v = verdicts(pairs, ct, ag, method, alpha, targets=targets) if len(pairs) else verdicts(pairs, ct, ag, method, alpha, targets=targets)
-    return Audit(ds.name, params, J, ct, pairs, tt, jl, quality, direction, at, ag, v, mats)
+    oj = judge_inference(mats, alpha, seed=seed) if mats and n_boot_excess else pd.DataFrame()
+    return Audit(ds.name, params, J, ct, pairs, tt, jl, quality, direction, at, ag, v, mats, oj, qx)

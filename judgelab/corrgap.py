@@ -18,7 +18,8 @@ from .judgments import judgment_scores, as_judgments
 __all__ = ['TIES', 'SUMMARY_COLUMNS', 'NULL_COLUMNS', 'divergence', 'split_groups', 'CorrGapResult', 'fisher_z_test', 'corrgap',
            'rater_slots', 'bootstrap_weights', 'split_counts', 'human_baseline', 'simulate_raters', 'sigma_for_alpha',
            'NullModel', 'fit_null', 'matched_null', 'dependence_weight', 'synthetic_dependence', 'quality_groups',
-           'quality_threshold', 'CorrGapMatrix', 'corrgap_audit', 'corrgap_matrix']
+           'quality_cut', 'quality_threshold_rule', 'quality_threshold', 'CorrGapMatrix', 'corrgap_audit',
+           'corrgap_matrix']
 
 # %% ../nbs/06_corrgap.ipynb #753e899b
 def _id_order(ids):
@@ -849,14 +850,43 @@ def quality_groups(pred_t, gt_t, gt_o, threshold:float, ids=None, **kwargs)->dic
         out[name] = corrgap(p_[m], t_[m], o_[m], ids=ids_[m], **kwargs)
     return out
 
-def quality_threshold(dataset, # a `judgelab.data.Dataset` or a dataset name
-                      dim:str, # target dimension
-                     )->float:
-    "The low/high quality threshold of `dim` from the dataset's registry entry ('median': the median human mean)."
+def _cut_ok(x, c, need):
+    lo, hi = x[x < c], x[x >= c]
+    return len(np.unique(lo)) >= 2 and len(np.unique(hi)) >= 2 and len(lo) >= need and len(hi) >= need
+
+def quality_cut(x, # the target's human means
+                threshold:float, # the wanted cut (low: x < threshold, high: x >= threshold)
+                min_n:int=30, min_frac:float=0.2, # each group needs at least min(min_n, min_frac * n) items
+               )->tuple: # (cut, moved): the cut used and whether it was moved
+    "A non-degenerate cut: both groups with at least 2 distinct values and enough items; else the nearest observed value that is."
+    x = np.asarray(x, float); x = x[np.isfinite(x)]
+    need = min(min_n, int(np.ceil(min_frac*len(x))))
+    if _cut_ok(x, threshold, need): return float(threshold), False
+    cands = [c for c in np.unique(x) if _cut_ok(x, c, need)]
+    if not cands: return float(threshold), False
+    return float(min(cands, key=lambda c: (abs(c - threshold), c))), True
+
+def quality_threshold_rule(dataset, # a `judgelab.data.Dataset` or a dataset name
+                           dim:str, # target dimension
+                           min_n:int=30, min_frac:float=0.2, # see `quality_cut`
+                          )->tuple: # (threshold, rule): rule 'registry', 'median', or 'moved: ...'
+    "The registry's threshold of `dim` (a number or the median human mean), moved to the nearest non-degenerate cut where it is degenerate."
     ds = as_dataset(dataset); dim = ds.dim(dim).name
     thr = ds.spec.quality_threshold
     thr = thr.get(dim, 'median') if isinstance(thr, dict) else thr
-    return float(ds.human_mean([dim])[dim].median()) if thr == 'median' else float(thr)
+    x = ds.human_mean([dim])[dim].values
+    want = float(np.nanmedian(x)) if thr == 'median' else float(thr)
+    rule = 'median' if thr == 'median' else 'registry'
+    cut, moved = quality_cut(x, want, min_n, min_frac)
+    if not moved: return cut, rule
+    where = 'at the ceiling' if want >= np.nanmax(x) else ('at the floor' if want <= np.nanmin(x) else 'degenerate')
+    return cut, f'moved: {rule} {where} ({want:g} -> {cut:g})'
+
+def quality_threshold(dataset, # a `judgelab.data.Dataset` or a dataset name
+                      dim:str, # target dimension
+                     )->float:
+    "The low/high quality threshold of `dim` (see `quality_threshold_rule`: the registry's, moved off a degenerate cut)."
+    return quality_threshold_rule(dataset, dim)[0]
 
 # %% ../nbs/06_corrgap.ipynb #304f8207
 @dataclass
