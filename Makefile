@@ -16,7 +16,7 @@ help:
 	@echo "make export     - nbdev_clean + nbdev_export + README.md (after editing notebooks)"
 	@echo "make lab        - JupyterLab on 127.0.0.1, opened on nbs/tutorials/start_here.ipynb (LAB_PORT=8888)"
 	@echo "make site       - the compendium as static HTML in _site/ (findings, figures, tables, executed notebooks, library docs; reads offline)"
-	@echo "make bench      - issue 16 benchmarks: statistics vs the former code, tok/s vs raw llama.cpp (ratios measured side by side)"
+	@echo "make bench      - benchmarks: statistics vs the former code, the cost of the reliability-matched null, tok/s vs raw llama.cpp (ratios measured side by side)"
 	@echo "make bench-all  - every benchmark section"
 	@echo "make dist       - the release files in dist/: an sdist and the wheel built from it (python -m build; RELEASING.md)"
 	@echo "make citation   - validate CITATION.cff with cffconvert (its own venv: .venv/tools/cffconvert/)"
@@ -109,7 +109,7 @@ site: venv
 BENCH_BACKENDS ?= --dataset summeval --methods analyze_rate,geval --items 2 --dims coherence
 bench: venv data
 	$(BIN)/python bench/bench_main_job.py
-	$(BIN)/python bench/bench_stats.py --only table audit
+	$(BIN)/python bench/bench_stats.py --only table audit null
 	$(BIN)/python bench/bench_backends.py $(BENCH_BACKENDS)
 
 bench-all: bench

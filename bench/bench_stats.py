@@ -8,6 +8,11 @@ Issue 16's headline sections (`make bench` runs these two):
 - `audit`: the CorrGap audit of HANNA (`corrgap.corrgap_audit` with the template's parameters: 2999 permutations,
   the human baseline with 1000 cluster-bootstrap resamples) vs the former implementation (argpartition permutation
   masks, the per-item sort split of the human baseline, the former Spearman engine); all outputs must be identical.
+Issue 23's section (`make bench` runs it too):
+- `null`: the full audit of HANNA's 20 published judges (`audits.audit` with the audit template's parameters) without
+  and with the reliability-matched null (`n_sim` 100 per pair: what the null costs), and one pair's null with the
+  former per-resample fit (moment matching on 5000 simulated items, 2 steps, for every resample) vs today's (the
+  resample's correlations plus the full fit's attenuation offset, one closed-form fit).
 Other sections: `corrgap` (the permutation engine vs a per-permutation scipy loop, and the SummEval audit),
 `baseline` (the human baseline vs a per-resample loop), `masks` (HANNA's raw audit, today's masks vs the former),
 `kendall` (one judge x dimension's Kendall bootstrap vs the scipy loop).
@@ -373,7 +378,60 @@ def main_audit(targets=('coherence',), n_perm=2999, n_boot=1000, repeats=1):
     print(f"  speed-up (paired, median)                        : {np.median(ratios):8.2f}x  (target >= 1.5x; pairs: {', '.join(f'{r:.2f}' for r in ratios)})")
     return dict(former=times['former'], now=times['now'], ratios=ratios)
 
-SECTIONS = ('table', 'audit', 'corrgap', 'baseline', 'masks', 'kendall')
+def _former_null_sims(m, P, R_t, R_o, W, rng, K):
+    "The former inner loop of `matched_null`: every resample's model fitted by moment matching (5000 items, 2 steps)."
+    n = len(R_t); out = []
+    for b in range(len(W)):
+        idx = np.repeat(np.arange(n), W[b])
+        mb = CG.fit_null({k: v[idx] for k, v in P.items()}, R_t[idx], R_o[idx], n_match=5000, steps=2, seed=int(rng.integers(2**31)))
+        mb.masks = m.masks; X = mb.observed(mb.gaussian(n, rng))[0]
+        out.append(human_baseline({k: X[:, 2*K + j] for j, k in enumerate(P)}, X[:, :K], X[:, K:2*K], n_boot=0).excess.to_numpy())
+    return np.array(out)
+
+def _today_null_sims(m, P, R_t, R_o, W, rng, K):
+    "Today's inner loop of `matched_null`: the resample's correlations plus the full fit's offset, one closed-form fit."
+    n = len(R_t); out = []
+    for b in range(len(W)):
+        idx = np.repeat(np.arange(n), W[b])
+        mb = CG.fit_null({k: v[idx] for k, v in P.items()}, R_t[idx], R_o[idx], offset=m.offset)
+        mb.masks = m.masks; X = mb.observed(mb.gaussian(n, rng))[0]
+        out.append(human_baseline({k: X[:, 2*K + j] for j, k in enumerate(P)}, X[:, :K], X[:, K:2*K], n_boot=0).excess.to_numpy())
+    return np.array(out)
+
+def main_null(n_sim=100, repeats=1, target='relevance', other='engagement', pair_sims=30):
+    "Issue 23: the full HANNA audit without and with the reliability-matched null; one pair's null, former vs today's fit."
+    from judgelab.audits import audit
+    ds, J, dims = _load_hanna_audit_inputs()
+    load0 = _load()
+    kw = dict(n_perm=2999, n_boot_excess=1000, n_boot=500, n_perm_quality=499, seed=0)
+    times, res = _paired(dict(without=lambda: audit(J, ds, n_sim=0, **kw), with_null=lambda: audit(J, ds, n_sim=n_sim, **kw)), repeats)
+    a, b = res['without'], res['with_null']
+    same = ['gap', 'excess', 'excess_lo', 'excess_hi', 'p_excess']
+    assert np.allclose(a.pairs[same].to_numpy(float), b.pairs[same].to_numpy(float), equal_nan=True), 'the null changed the other columns'
+    nj, npairs = len(b.mats), len(b.pairs)
+    print(f"(null) HANNA full audit (audits.audit, the template's parameters): {nj} judges, {npairs} judge x pair rows "
+          f"(load average {load0} -> {_load()}, {os.cpu_count()} cores)")
+    print(f"  without the null (n_sim 0)                    : {np.median(times['without']):8.1f} s")
+    print(f"  with the null (n_sim {n_sim})                     : {np.median(times['with_null']):8.1f} s  "
+          f"(x{np.median(times['with_null'])/np.median(times['without']):.2f}; corrected excess on {int(b.pairs.excess_corrected.notna().sum())} rows)")
+    # one pair, the former fit per resample vs today's
+    from judgelab.judgments import as_judgments
+    s = judgment_scores(as_judgments(J, ds)); hm = ds.human_mean()
+    wide = {k: g.pivot(index='item_id', columns='dimension', values='score').reindex(hm.index) for k, g in s.groupby(['judge', 'model'])}
+    P = {k: w[target].values for k, w in wide.items() if target in w}
+    R_t, R_o = rater_slots(ds, target).values, rater_slots(ds, other).values; K = R_t.shape[1]
+    docs = ds.items.set_index('item_id').doc_id.reindex(hm.index).values
+    m = CG.fit_null(P, R_t, R_o); W = bootstrap_weights(docs, pair_sims, 2)
+    t2, r2 = _paired(dict(former=lambda: _former_null_sims(m, P, R_t, R_o, W, np.random.default_rng(1), K),
+                          today=lambda: _today_null_sims(m, P, R_t, R_o, W, np.random.default_rng(1), K)), max(repeats, 2))
+    d = np.nanmean(r2['former'], 0) - np.nanmean(r2['today'], 0)
+    print(f"  one pair ({target} x {other}, {len(P)} judges, {pair_sims} simulated datasets): former per-resample moment matching "
+          f"{np.median(t2['former']):.2f} s, today's offset fit {np.median(t2['today']):.2f} s, speed-up "
+          f"{np.median(t2['former'])/np.median(t2['today']):.2f}x (paired, median of {max(repeats, 2)}); mean simulated excess differs by "
+          f"{np.abs(d).mean():.3f} on average over judges (both are estimates; corrgap_calibration checks today's)")
+    return dict(without=times['without'], with_null=times['with_null'], former=t2['former'], today=t2['today'])
+
+SECTIONS = ('table', 'audit', 'null', 'corrgap', 'baseline', 'masks', 'kendall')
 
 if __name__ == '__main__':
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -387,6 +445,7 @@ if __name__ == '__main__':
     on = lambda s: a.only is None or s in a.only
     if on('table'): main_table(500, a.pairs)
     if on('audit'): main_audit(a.targets, 2999, 1000, a.pairs)
+    if on('null'): main_null(100, a.pairs)
     if on('corrgap'): main(a.n_perm, repeats=a.repeats)
     if on('baseline'): main_baseline(a.n_boot, a.n_perm)
     if on('masks'): main_masks()

@@ -23,7 +23,7 @@ def target_table(mats:dict, # {(judge, model): CorrGapMatrix} from `corrgap_audi
                  method:str='spearman', # correlation shown (and used inside CorrGap)
                  alpha:float=0.05, # BH level
                 )->pd.DataFrame: # one row per judge and target
-    "Per judge and target: correlation with humans, raw CorrGap (mean, max), human baseline, excess, significant pairs."
+    "Per judge and target: correlation with humans, raw CorrGap (mean, max), human baseline, excess, and (with the null) the reliability ratio and the corrected excess; significant pairs."
     ct = correlations
     sample = ct[(ct.method == method) & (ct.level == 'sample')].set_index(['judge', 'model', 'dimension'])
     rows = []
@@ -36,6 +36,10 @@ def target_table(mats:dict, # {(judge, model): CorrGapMatrix} from `corrgap_audi
                              gap_human=g.gap_human.mean() if 'gap_human' in g else np.nan, excess=g.excess.mean() if 'excess' in g else np.nan,
                              excess_lo=g.excess_lo.mean() if 'excess_lo' in g else np.nan, excess_hi=g.excess_hi.mean() if 'excess_hi' in g else np.nan,
                              sig_raw=int((g.p_bh < alpha).sum()), sig_excess=int((g.p_excess_bh < alpha).sum()) if 'p_excess_bh' in g else 0,
+                             reliability_ratio=g.reliability_ratio.mean() if 'reliability_ratio' in g else np.nan,
+                             excess_null=g.excess_null.mean() if 'excess_null' in g else np.nan,
+                             excess_corrected=g.excess_corrected.mean() if 'excess_corrected' in g else np.nan,
+                             sig_corrected=int((g.p_corrected_bh < alpha).sum()) if 'p_corrected_bh' in g else 0,
                              n_others=len(g), k_raters=int(g.k_raters.iloc[0]) if 'k_raters' in g else 0))
     return pd.DataFrame(rows)
 
@@ -53,6 +57,9 @@ def judge_level(mats:dict, # {(judge, model): CorrGapMatrix} from `corrgap_audit
     allrow = dict(judge='all judges', model=f'{len(mats)} judges', pairs=int(jl.pairs.sum()), gap=jl.gap.mean(), gap_human=get('gap_human').mean(),
                   gap_judge_loo=get('gap_judge_loo').mean(), excess=get('excess').mean(), sig_raw=int(jl.sig_raw.sum()), sig_excess=int(get('sig_excess').fillna(0).sum()),
                   excess_lo=float(np.quantile(ok, 0.025)) if len(ok) > 1 else np.nan, excess_hi=float(np.quantile(ok, 0.975)) if len(ok) > 1 else np.nan)
+    for c in ('reliability_ratio', 'excess_null', 'excess_corrected'):
+        if c in jl: allrow[c] = jl[c].mean()
+    if 'sig_corrected' in jl: allrow['sig_corrected'] = int(jl.sig_corrected.fillna(0).sum())
     out = pd.concat([jl, pd.DataFrame([allrow])], ignore_index=True)
     out['k_raters'] = int(max(m.long.k_raters.max() for m in mats.values())) if all('k_raters' in m.long for m in mats.values()) else 0
     return out
@@ -304,7 +311,32 @@ def verdicts(pairs:pd.DataFrame, # the pairs of `corrgap_audit` (concatenated `C
             if corr is not None and (judge, model, t) in corr.index:
                 c = corr.loc[(judge, model, t)]; row.update(corr=c.value, corr_lo=c.ci_lo, corr_hi=c.ci_hi)
             has_base = len(g) and 'excess' in g and g.excess.notna().any()
+            has_null = bool(len(g) and 'p_corrected_bh' in g and g.p_corrected_bh.notna().any())
+            row.update(reliability_ratio=np.nan, excess_null=np.nan, excess_corrected=np.nan, p_corrected_bh=np.nan)
             if not len(g): text = f'{t}: not tested (no non-target dimension to test against)'
+            elif has_base and has_null:      # the excess read against a judge with this judge's reliability and no dependence
+                sig = g[(g.p_corrected_bh < alpha) & (g.excess_corrected > 0)].sort_values('excess_corrected', ascending=False)
+                plain = g[(g.p_excess_bh < alpha) & (g.excess > 0)].sort_values('excess', ascending=False)
+                if len(sig):
+                    b = sig.iloc[0]; row.update(status='dependence beyond human raters', other=b.other)
+                    text = (f'{t} leans on {b.other} beyond human raters and beyond what its reliability explains: corrected excess '
+                            f'{b.excess_corrected:.2f} (excess {b.excess:.2f} minus the {b.excess_null:.2f} a judge {b.reliability_ratio:.1f}x as '
+                            f'reliable as one rater shows without dependence), adjusted p {_p(b.p_corrected_bh)}')
+                    if len(sig) > 1: text += '; also on ' + ', '.join(f'{r.other} ({r.excess_corrected:.2f}, p {_p(r.p_corrected_bh)})' for r in sig.iloc[1:].itertuples())
+                elif len(plain):
+                    b = plain.iloc[0]; row.update(status='excess not beyond the reliability-matched null', other=b.other)
+                    text = (f'{t}: the excess on {b.other} ({_ci(b.excess, b.excess_lo, b.excess_hi)}, adjusted p {_p(b.p_excess_bh)}) does not stand '
+                            f'out against judges {b.reliability_ratio:.1f}x as reliable as one rater with no dependence (they show '
+                            f'{b.excess_null:+.2f}, sd {b.excess_null_sd:.2f}): corrected excess {b.excess_corrected:.2f}, adjusted p {_p(b.p_corrected_bh)}, '
+                            f'so it is not read as dependence')
+                else:
+                    b = g.loc[g.excess_corrected.idxmax()] if g.excess_corrected.notna().any() else g.iloc[0]
+                    row.update(status='no dependence detected', other=b.other)
+                    text = (f'{t}: no sign of dependence (largest corrected excess {b.excess_corrected:.2f} on {b.other}, adjusted p '
+                            f'{_p(b.p_corrected_bh)}; reliability {b.reliability_ratio:.1f}x one rater)')
+                row.update(excess=b.excess, excess_lo=b.excess_lo, excess_hi=b.excess_hi, p_excess_bh=b.p_excess_bh, gap=b.gap,
+                           p_bh=b.get('p_bh', np.nan), gap_human=b.gap_human, reliability_ratio=b.reliability_ratio, excess_null=b.excess_null,
+                           excess_corrected=b.excess_corrected, p_corrected_bh=b.p_corrected_bh)
             elif has_base:
                 sig = g[(g.p_excess_bh < alpha) & (g.excess > 0)].sort_values('excess', ascending=False)
                 if len(sig):
@@ -333,7 +365,10 @@ def verdicts(pairs:pd.DataFrame, # the pairs of `corrgap_audit` (concatenated `C
                         f'ratings per item there is no human baseline, so it is not read as dependence')
             if np.isfinite(row['corr']): text += f'; {method.capitalize()} with humans {_ci(row["corr"], row["corr_lo"], row["corr_hi"])}'
             cav = []
-            if agreement is not None and np.isfinite(agreement.get(t, np.nan)) and agreement.get(t) < LOW_AGREEMENT and has_base:
+            if len(g) and 'null_note' in g and g.null_note.fillna('').astype(str).str.len().gt(0).any():
+                cav.append('no reliability-matched null for ' + ', '.join(g.other[g.null_note.fillna('').astype(str).str.len() > 0])
+                           + f' ({g.null_note.dropna().astype(str).iloc[0]})')
+            if agreement is not None and np.isfinite(agreement.get(t, np.nan)) and agreement.get(t) < LOW_AGREEMENT and has_base and not has_null:
                 cav.append(f'human raters agree little on {t} (alpha {agreement[t]:.2f}): at such agreement a judge less noisy than a rater '
                            f'can show an excess without any dependence (corrgap_noise)')
             if len(g) and 'k_raters' in g and g.k_raters.max() == 2: cav.append('two ratings per item: each reference is a single annotator')
@@ -392,6 +427,7 @@ def audit(judgments:pd.DataFrame, # a plain table item_id, dimension, score [, j
           n_perm_quality:int=499, # permutations inside quality groups (negative: no quality groups)
           quality_thresholds:dict|float|None=None, # quality-group threshold per target, or one for all (default: the registry's)
           alpha:float=0.05, # BH level
+          n_sim:int=100, # simulated no-dependence datasets per pair for the reliability-matched null (0: no null, no corrected excess)
           alt:bool=True, # run the alt-test
           seed:int=0, progress:bool=False, # a progress bar for the CorrGap pairs
          )->Audit:
@@ -400,8 +436,8 @@ def audit(judgments:pd.DataFrame, # a plain table item_id, dimension, score [, j
     if method not in ('spearman', 'pearson', 'kendall'): raise ValueError(f"method must be 'spearman', 'pearson' or 'kendall', not {method!r}")
     if bins not in ('exact', 'round'): raise ValueError(f"bins must be 'exact' or 'round', not {bins!r}")
     if ties not in ('fractional', 'id'): raise ValueError(f"ties must be 'fractional' or 'id', not {ties!r}")
-    if n_perm < 0 or n_boot_excess < 0 or n_boot < 0 or not 0 < alpha < 1:
-        raise ValueError(f'n_perm, n_boot_excess and n_boot must be >= 0 and 0 < alpha < 1 (got {n_perm}, {n_boot_excess}, {n_boot}, {alpha})')
+    if n_perm < 0 or n_boot_excess < 0 or n_boot < 0 or n_sim < 0 or not 0 < alpha < 1:
+        raise ValueError(f'n_perm, n_boot_excess, n_boot and n_sim must be >= 0 and 0 < alpha < 1 (got {n_perm}, {n_boot_excess}, {n_boot}, {n_sim}, {alpha})')
     J = as_judgments(judgments, ds, judge, model)
     if judge is not None: J = J[J.judge == judge]
     if model is not None: J = J[J.model == model]
@@ -410,7 +446,7 @@ def audit(judgments:pd.DataFrame, # a plain table item_id, dimension, score [, j
     if not len(J): raise ValueError(f"no judgments of {ds.name}'s dimensions {dims_all} to audit" + (f' for judge {judge!r}' if judge else '') + (f' and model {model!r}' if model else ''))
     targets = [ds.dim(t).name for t in targets] if targets else [d for d in dims_all if d in set(J.dimension)]
     params = dict(dataset=ds.name, targets=targets, exclude_dims=list(exclude_dims or ()), method=method, bins=bins, ties=ties, n_perm=n_perm,
-                  n_boot_excess=n_boot_excess, n_boot=n_boot, n_perm_quality=n_perm_quality, quality_thresholds=quality_thresholds, alpha=alpha, alt=alt, seed=seed)
+                  n_boot_excess=n_boot_excess, n_boot=n_boot, n_perm_quality=n_perm_quality, quality_thresholds=quality_thresholds, alpha=alpha, n_sim=n_sim, alt=alt, seed=seed)
     n_pairs = len(targets)*(len(dims_all) - 1)
     if n_boot_excess and n_pairs and n_pairs/(n_boot_excess + 1) > alpha:
         warnings.warn(f'with {n_boot_excess} bootstrap resamples and {n_pairs} pairs per judge no BH-adjusted excess p-value can fall below '
@@ -418,13 +454,14 @@ def audit(judgments:pd.DataFrame, # a plain table item_id, dimension, score [, j
     ct = correlation_table(J, ds, n_boot=n_boot, seed=seed)
     others = [d for d in dims_all if d in set(J.dimension)] if len(dims_all) > 1 else []
     mats = corrgap_audit(J, ds, targets=targets, others=dims_all, method=method, bins=bins, ties=ties, n_perm=n_perm,
-                         test='permutation' if n_perm else None, n_boot=n_boot_excess, seed=seed, progress=progress) if len(dims_all) > 1 else {}
+                         test='permutation' if n_perm else None, n_boot=n_boot_excess, null=n_sim > 0, n_sim=max(n_sim, 1), seed=seed,
+                         progress=progress) if len(dims_all) > 1 else {}
     cols = ['judge', 'model', 'target', 'other', 'n_low', 'n_high', 'r_low', 'r_high', 'gap', 'p', 'p_bh', 'gap_human', 'gap_judge_loo',
             'excess', 'excess_lo', 'excess_hi', 'p_excess', 'p_excess_bh', 'k_raters', 'n_dropped']
     pairs = pd.concat([m.long for m in mats.values()], ignore_index=True) if mats else pd.DataFrame(columns=cols)
     pairs = pd.concat([m.long for m in mats.values()], ignore_index=True) if mats else pd.DataFrame(columns=cols)
     if mats: pairs = bh_all(mats, alpha)
-    cols += ['p_excess_bh_all', 'p_corrected_bh_all']
+    cols += ['reliability_ratio', 'excess_null', 'excess_null_sd', 'excess_corrected', 'p_corrected', 'p_corrected_mc', 'p_corrected_bh', 'n_sim', 'null_note', 'p_excess_bh_all', 'p_corrected_bh_all']
     pairs = pairs[[c for c in cols if c in pairs]]
     tt = target_table(mats, ct, method, alpha); jl = judge_level(mats, alpha) if mats else pd.DataFrame()
     thr = {t: quality_thresholds for t in targets} if isinstance(quality_thresholds, (int, float)) else quality_thresholds

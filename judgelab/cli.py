@@ -147,7 +147,7 @@ def _audit(a):
     if not path.exists(): raise FileNotFoundError(f"No judgments file {path}")
     judge = a.judge or re.sub(r'_+', '_', JM.slug(path.stem)).strip('._-')[:80] or 'my_judge'
     model = a.model or 'unspecified'
-    for flag in ('n_perm', 'n_boot_excess', 'n_boot', 'n_perm_quality'):
+    for flag in ('n_perm', 'n_boot_excess', 'n_boot', 'n_perm_quality', 'n_sim'):
         if getattr(a, flag) < 0: print(f"error: --{flag.replace('_', '-')} must be >= 0, not {getattr(a, flag)}", file=sys.stderr); return 2
     j = JM.import_judgments(path, ds, judge, model)          # every problem of the file, before anything runs
     rid = audit_run_id(ds.name, judge, model); out_dir = paths.outputs/rid
@@ -167,7 +167,7 @@ def _audit(a):
     template = paths.resource(AUDIT_TEMPLATE)           # the checkout's template, or the installed copy
     tpl = str(template) if resource_name(template) else S._show(template)
     params = dict(dataset=ds.name, judgments_path=S._show(stored), n_perm=a.n_perm, n_boot_excess=a.n_boot_excess, n_boot=a.n_boot,
-                  n_perm_quality=a.n_perm_quality, alpha=a.alpha)
+                  n_perm_quality=a.n_perm_quality, n_sim=a.n_sim, alpha=a.alpha)
     nb_out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile('w', suffix='.yaml', delete=False) as f: yaml.safe_dump(params, f); pfile = f.name
     cmd = [sys.executable, '-c', S.PAPERMILL_MAIN, tpl, S._show(nb_out), '-f', pfile, '-k', S._kernel('judgelab'),
@@ -254,6 +254,7 @@ def parser()->argparse.ArgumentParser:
     x.add_argument('--n-boot-excess', type=int, default=1000, help='cluster-bootstrap resamples for the excess over the human baseline (default 1000)')
     x.add_argument('--n-boot', type=int, default=500, help="bootstrap resamples for the correlations' CIs (default 500)")
     x.add_argument('--n-perm-quality', type=int, default=499, help='permutations inside the quality groups (default 499)')
+    x.add_argument('--n-sim', type=int, default=100, help="simulated no-dependence datasets per pair for the null fitted to the judge's reliability (default 100; 0: none)")
     x.add_argument('--alpha', type=float, default=0.05, help='BH level (default 0.05)')
     x.add_argument('--quiet', action='store_true', help='no progress bar'); x.set_defaults(fn=_audit)
     d = sub.add_parser('data', help='list, fetch, verify and describe datasets').add_subparsers(dest='sub', metavar='ACTION', required=True)

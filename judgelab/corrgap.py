@@ -456,11 +456,19 @@ def _rank_rows(C, L, T):
     cnt = np.bincount((C + T*np.arange(J)[:, None]).ravel(), weights=L.ravel(), minlength=J*T).reshape(J, T)
     return np.take_along_axis(np.cumsum(cnt, 1) - (cnt - 1)/2, C, 1)
 
+def _row_codes(X):
+    "Each row's values as integer codes 0..u-1 in sorted order (`np.unique`'s inverse, row by row, in one sort); a broadcast row is coded once."
+    if X.ndim == 2 and X.strides[0] == 0:
+        u, c = np.unique(X[0], return_inverse=True); return np.broadcast_to(c.ravel(), X.shape), len(u)
+    o = np.argsort(X, axis=1, kind='stable'); Xs = np.take_along_axis(X, o, 1)
+    new = np.c_[np.zeros((len(X), 1), int), Xs[:, 1:] != Xs[:, :-1]].cumsum(1)
+    C = np.empty_like(new); np.put_along_axis(C, o, new, 1)
+    return C, int(new[:, -1].max()) + 1
+
 def _corr_gaps(X, y, KL, KH, method):
     "Weighted Pearson or Spearman (weighted average ranks) of each row of X (J, n) with y (n,) in the group weighted by KL (J, n) minus in KH's; 0: absent."
     if method == 'spearman':
-        codes = [np.unique(x, return_inverse=True) for x in X]
-        Cx = np.stack([c.ravel() for _, c in codes]); Tx = max(len(u) for u, _ in codes)
+        Cx, Tx = _row_codes(X)
         uy, cy = np.unique(y, return_inverse=True); Cy = np.broadcast_to(cy.ravel(), X.shape)
     def r(L):
         Xr, Yr = (_rank_rows(Cx, L, Tx), _rank_rows(Cy, L, len(uy))) if method == 'spearman' else (X, np.broadcast_to(y, L.shape))
@@ -615,6 +623,7 @@ class NullModel:
     observed marginal distribution (a rater's bias and scale use, the judge's ties), and the observed missing cells are kept."""
     lt: np.ndarray; lo: np.ndarray; rho: float; halo: np.ndarray; lam: dict
     marg: list; masks: np.ndarray   # per column T_1..T_K, O_1..O_K, judges: sorted observed values; (n, columns) observed cells
+    offset: np.ndarray|None = None  # latent minus observed correlations where fitted (what the discrete scales take away)
     @property
     def reliability_ratio(self)->dict:
         "Each judge's correlation with the latent target over an average rater's (1: as reliable as one rater)."
@@ -654,14 +663,18 @@ def fit_null(preds:dict, # {judge: scores of the target} (NaN: not scored)
              R_t, R_o, # (n, K) individual human ratings of the target and the non-target, rater slots as columns
              n_match:int=20000, # items simulated per moment-matching step
              steps:int=4, # moment-matching steps
-             seed:int=0)->NullModel:
+             seed:int=0,
+             offset=None, # `NullModel.offset` of a fit to the full data: latent = observed + offset, no moment matching (for resamples)
+            )->NullModel:
     """Fit the no-dependence latent model (`NullModel`) to the data. The loadings are first read from the correlations of
     the observed columns (one latent per dimension: products of cross-rater correlations; the latent correlation from
     cross-rater, cross-dimension pairs; a rater's halo from its own cross-dimension correlation beyond that; a judge's
     loading from its correlations with the target's raters). Mapping to the discrete observed scales attenuates
     correlations, so the latent correlations are then moved until the model's simulated columns, mapped to the observed
     scales, reproduce the observed correlations (`steps` rounds on `n_match` simulated items). The judge's correlations
-    with the non-target's raters are never fitted: under the null they follow from the target's."""
+    with the non-target's raters are never fitted: under the null they follow from the target's. With `offset` (the
+    attenuation found by a fit to the full data) the latent correlations of a resample are its observed ones plus that
+    offset: one closed-form fit, no simulation."""
     R_t, R_o = np.asarray(R_t, float), np.asarray(R_o, float); K = R_t.shape[1]
     P = np.column_stack([np.asarray(v, float) for v in preds.values()])
     X = np.column_stack([R_t, R_o, P]); J = P.shape[1]; masks = np.isfinite(X)
@@ -669,13 +682,23 @@ def fit_null(preds:dict, # {judge: scores of the target} (NaN: not scored)
     if any(len(m) < 3 for m in marg): raise ValueError("every rater slot and judge needs at least 3 observed scores to fit the null")
     C_obs = _corr_pairwise(X); C = C_obs.copy(); rng = np.random.default_rng(seed)
     used = np.zeros_like(C, bool); used[:2*K, :2*K] = True; used[2*K:, :K] = used[:K, 2*K:] = True
+    if offset is not None: C = np.where(used, C + offset, C); steps = 0
     for step in range(steps + 1):
         lt, lo, rho, halo, lam = _fit_closed(C, K, J)
         m = NullModel(lt, lo, rho, halo, dict(zip(preds, lam)), marg, masks)
         if step == steps: break
         C_sim = _corr_pairwise(m.observed(m.gaussian(n_match, rng), masks=False)[0])
         C = np.where(used, C + np.nan_to_num(C_obs - C_sim), C)
+    m.offset = np.where(used, np.nan_to_num(C - C_obs), 0.0)
     return m
+
+def _p_predictive(obs, s):
+    "One-sided p of `obs` against a normal null estimated from the simulations `s`: Student's t (n - 1 df) of the prediction form."
+    n = len(s)
+    if n < 3 or not np.isfinite(obs): return np.nan
+    sd = s.std(ddof=1)*math.sqrt(1 + 1/n)
+    if not sd > 0: return float(obs <= s.mean()) if obs != s.mean() else 1.0
+    return float(ss.t.sf((obs - s.mean())/sd, n - 1))
 
 def matched_null(preds, # judge scores for the target: an array, or {name: array}
                  R_t, R_o, # (n, K) individual human ratings, as in `human_baseline`
@@ -692,15 +715,26 @@ def matched_null(preds, # judge scores for the target: an array, or {name: array
     items, rater slots, scales and missing cells; each judge with its own loading and score distribution), and the excess
     is computed on each exactly as on the data. The model's parameters are themselves estimated, and at low agreement
     the excess a judge gets without dependence is sensitive to them, so each simulated dataset comes from the model
-    fitted to a bootstrap resample of the documents: the simulated spread then holds the fit's uncertainty too. Per judge: `reliability_ratio` (its correlation with the latent target
+    fitted to a bootstrap resample of the documents (in closed form: the resample's correlations plus the full fit's
+    attenuation offset): the simulated spread then holds the fit's uncertainty too. Per judge: `reliability_ratio` (its correlation with the latent target
     over an average rater's), `excess_null` (the mean simulated excess: the bias of the excess for this judge),
-    `excess_corrected` = excess - excess_null, and the one-sided `p_corrected` = (1 + #{simulated >= observed})/(n_sim + 1).
+    `excess_corrected` = excess - excess_null, and its one-sided p-value `p_corrected`: the observed excess against a normal
+    null with the simulations' mean and sd, in the prediction form (Student's t with n_sim - 1 degrees of freedom, the sd
+    scaled by sqrt(1 + 1/n_sim)), so that it is continuous and can be small enough for BH over many pairs with a modest
+    `n_sim`; `p_corrected_mc` = (1 + #{simulated >= observed})/(n_sim + 1) is the plain Monte Carlo p beside it.
     Where the raters of t or o do not agree (mean correlation between rater slots below `min_agreement`) there is no latent
     score to fit: the row has `n_sim` 0 and says why (`null_note`)."""
     preds = preds if isinstance(preds, dict) else {'judge': preds}
     R_t, R_o = np.asarray(R_t, float), np.asarray(R_o, float); n, K = R_t.shape
     if K < 2: raise ValueError("the null needs >= 2 rater slots per item")
     P = {k: np.asarray(v, float) for k, v in preds.items()}
+    # a canonical item order (by document, then by the items' ratings and scores): the simulated draws then belong to the
+    # same items whatever the rows' order or the items' ids, so the null's numbers do not change when either does
+    dcode = np.zeros(n, int) if docs is None else np.unique(np.asarray(docs), return_inverse=True)[1].ravel()
+    cols = np.column_stack([R_t, R_o] + list(P.values()))
+    order = np.lexsort(tuple(np.nan_to_num(cols, nan=np.inf).T[::-1]) + (dcode,))
+    R_t, R_o, dcode = R_t[order], R_o[order], dcode[order]; P = {k: v[order] for k, v in P.items()}
+    ids = None if ids is None else np.asarray(ids)[order]
     names = [k for k, v in P.items() if np.isfinite(v).sum() >= 6 and np.nanstd(v) > 0]     # a judge with scores that vary
     if not names or min(np.isfinite(R_t).sum(0).min(), np.isfinite(R_o).sum(0).min()) < 6:
         return pd.DataFrame([dict(judge=k, n_sim=0, null_note='too few scores') for k in P])
@@ -713,11 +747,11 @@ def matched_null(preds, # judge scores for the target: an array, or {name: array
     P = {k: P[k] for k in names}
     m = fit_null(P, R_t, R_o, seed=seed)
     rng = np.random.default_rng(seed + 1)
-    W = bootstrap_weights(np.arange(n) if docs is None else docs, n_sim, seed + 2)
+    W = bootstrap_weights(np.arange(n) if docs is None else dcode, n_sim, seed + 2)
     sims = np.full((len(names), n_sim), np.nan)
     for b in range(n_sim):
         idx = np.repeat(np.arange(n), W[b])
-        try: mb = fit_null({k: v[idx] for k, v in P.items()}, R_t[idx], R_o[idx], n_match=5000, steps=2, seed=int(rng.integers(2**31)))
+        try: mb = fit_null({k: v[idx] for k, v in P.items()}, R_t[idx], R_o[idx], offset=m.offset)
         except ValueError: continue                                  # a resample without 3 scores of some column
         mb.masks = m.masks                                           # the data's items and missing cells
         X = mb.observed(mb.gaussian(n, rng))[0]
@@ -731,7 +765,8 @@ def matched_null(preds, # judge scores for the target: an array, or {name: array
                    latent_rho=m.rho, halo=float(m.halo.mean()), excess=obs,
                    excess_null=float(s.mean()) if len(s) else np.nan, excess_null_sd=float(s.std(ddof=1)) if len(s) > 1 else np.nan,
                    excess_corrected=obs - s.mean() if len(s) else np.nan,
-                   p_corrected=(1 + np.sum(s >= obs - 1e-12))/(len(s) + 1) if len(s) and np.isfinite(obs) else np.nan, n_sim=len(s))
+                   p_corrected=_p_predictive(obs, s), p_corrected_mc=(1 + np.sum(s >= obs - 1e-12))/(len(s) + 1) if len(s) and np.isfinite(obs) else np.nan,
+                   n_sim=len(s))
         if keep_sims: row['sims'] = sims[j]
         rows.append(row)
     rows += [dict(judge=k, n_sim=0) for k in preds if k not in names]
@@ -935,7 +970,7 @@ def _mean_ci(boot, long, ci=0.95):
     m = per_t.mean(0); m = m[np.isfinite(m)]; a = (1 - ci)/2
     return (float(np.quantile(m, a)), float(np.quantile(m, 1 - a))) if len(m) >= 2 else (np.nan, np.nan)
 
-NULL_COLUMNS = ['reliability_ratio', 'excess_null', 'excess_corrected', 'p_corrected']
+NULL_COLUMNS = ['reliability_ratio', 'excess_null', 'excess_null_sd', 'excess_corrected', 'p_corrected', 'p_corrected_mc', 'n_sim']
 
 def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (schema of judgelab.judgments), or a plain table item_id, dimension, score
                   dataset, # a `judgelab.data.Dataset` or a dataset name

@@ -18,7 +18,7 @@ def _judge(leak:float, seed:int=0)->pd.DataFrame:
         rows.append(pd.DataFrame(dict(item_id=hm.index, dimension=d, score=np.clip(x + rng.normal(0, 0.5, len(x)), 1, 5).round(2))))
     return pd.concat(rows, ignore_index=True)
 
-FAST = ['--n-perm', '199', '--n-boot-excess', '400', '--n-boot', '50', '--n-perm-quality', '0', '--quiet']
+FAST = ['--n-perm', '199', '--n-boot-excess', '400', '--n-boot', '50', '--n-perm-quality', '0', '--n-sim', '30', '--quiet']
 
 @pytest.fixture
 def sandbox(tmp_path):
@@ -35,7 +35,7 @@ def test_one_command_audit_finds_the_built_in_dependence(sandbox):
     r = _cli(env, f, '--dataset', 'summeval', '--model', 'org/leaky-7b', *FAST)
     assert r.returncode == 0, r.stderr[-3000:]
     out = r.stdout
-    assert 'coherence leans on fluency beyond human raters: excess CorrGap' in out, out
+    assert 'coherence leans on fluency beyond human raters and beyond what its reliability explains: corrected excess' in out, out
     for t in ('consistency', 'fluency', 'relevance'): assert f'{t}: no ' in out, out      # the others are not accused
     assert 'alt-test (pooled over dimensions, epsilon 0.2' in out
     rid = 'audits/summeval__my_judge__org_leaky-7b'
@@ -49,6 +49,9 @@ def test_one_command_audit_finds_the_built_in_dependence(sandbox):
     v = pd.read_csv(run/'tables'/'audit_summeval_my_judge__org_leaky-7b_verdicts.csv').set_index('target')
     assert v.loc['coherence', 'status'] == 'dependence beyond human raters' and v.loc['coherence', 'other'] == 'fluency'
     assert v.loc['coherence', 'excess_lo'] > 0
+    pairs = pd.read_csv(run/'tables'/'audit_summeval_my_judge__org_leaky-7b_corrgap_pairs.csv')
+    assert pairs.excess_corrected.notna().all() and pairs.reliability_ratio.between(0.2, 5).all() and pairs.n_sim.between(25, 30).all()
+    assert v.loc['coherence', 'p_corrected_bh'] < 0.05 and (v.drop('coherence').status != 'dependence beyond human raters').all()
     # the executed notebook: nothing on stderr, provenance of every artifact in the run's manifest
     cells = json.loads(nb.read_text())['cells']
     assert not [o for c in cells for o in c.get('outputs', []) if o.get('name') == 'stderr'], 'stderr in the executed notebook'
@@ -57,7 +60,7 @@ def test_one_command_audit_finds_the_built_in_dependence(sandbox):
     assert any('audit_summeval_my_judge__org_leaky-7b_verdicts.csv' in ' '.join(r['artifacts']) for r in rows)
     # the same scores again: the audit is redone (here with no resampling, to keep the test short); other scores under the
     # same names need --replace, refused before anything runs
-    CHEAP = ['--n-perm', '0', '--n-boot-excess', '0', '--n-boot', '0', '--n-perm-quality', '0', '--quiet']
+    CHEAP = ['--n-perm', '0', '--n-boot-excess', '0', '--n-boot', '0', '--n-perm-quality', '0', '--n-sim', '0', '--quiet']
     again = _cli(env, f, '--dataset', 'summeval', '--model', 'org/leaky-7b', *CHEAP)
     assert again.returncode == 0 and 'coherence' in again.stdout, again.stderr[-3000:]
     _judge(0.0, seed=1).to_csv(f, index=False)
@@ -75,7 +78,7 @@ def test_bad_scores_are_refused_before_anything_runs(sandbox):
 
 def test_one_line_of_python_on_a_plain_dataframe():
     import judgelab
-    A = judgelab.audit(_judge(0.5), 'summeval', n_perm=199, n_boot_excess=400, n_boot=50, n_perm_quality=-1)
+    A = judgelab.audit(_judge(0.5), 'summeval', n_perm=199, n_boot_excess=400, n_boot=50, n_perm_quality=-1, n_sim=30)
     v = A.verdicts.set_index('target')
     assert v.loc['coherence', 'status'] == 'dependence beyond human raters' and v.loc['coherence', 'other'] == 'fluency'
     assert 'coherence leans on fluency beyond human raters' in repr(A)
@@ -83,8 +86,16 @@ def test_one_line_of_python_on_a_plain_dataframe():
 def test_an_honest_judge_is_not_accused():
     "Human means plus noise (no dependence built in): no target leans on another beyond the human raters."
     import judgelab
-    A = judgelab.audit(_judge(0.0, seed=3), 'summeval', judge='honest', n_perm=199, n_boot_excess=400, n_boot=0, n_perm_quality=-1, alt=False)
-    assert (A.verdicts.status != 'dependence beyond human raters').all(), A.verdicts[['target', 'status', 'excess', 'p_excess_bh']]
+    A = judgelab.audit(_judge(0.0, seed=3), 'summeval', judge='honest', n_perm=199, n_boot_excess=400, n_boot=0, n_perm_quality=-1, alt=False, n_sim=30)
+    assert (A.verdicts.status != 'dependence beyond human raters').all(), A.verdicts[['target', 'status', 'excess', 'p_excess_bh', 'p_corrected_bh']]
+    assert A.pairs.excess_corrected.notna().all() and 'excess_corrected' in A.targets and 'sig_corrected' in A.judges
+
+def test_without_the_null_the_verdict_reads_the_plain_excess():
+    import judgelab
+    A = judgelab.audit(_judge(0.5), 'summeval', n_perm=0, n_boot_excess=400, n_boot=0, n_perm_quality=-1, alt=False, n_sim=0)
+    v = A.verdicts.set_index('target')
+    assert 'excess_corrected' not in A.pairs and v.loc['coherence', 'status'] == 'dependence beyond human raters'
+    assert 'coherence leans on fluency beyond human raters: excess CorrGap' in repr(A)
 
 
 # --- inference over judges ---------------------------------------------------------------------------------------------

@@ -369,6 +369,29 @@ def test_matched_null_removes_the_reliability_bias_of_the_excess():
     dep = _null_cell(0.45, 1.0, 8, w=0.5)                          # real dependence stays visible after the correction
     assert (dep.excess_corrected > 0).all() and (dep.p_corrected < 0.05).mean() >= 0.75, dep[['excess_corrected', 'p_corrected']]
 
+def test_matched_null_is_invariant_to_row_order_and_ids():
+    "The null's draws belong to items in a canonical order: shuffled rows and renamed ids give the identical numbers."
+    from judgelab.corrgap import matched_null, simulate_raters, sigma_for_alpha
+    sim = simulate_raters(300, sigma=sigma_for_alpha(0.45), judge_sigma=0.5, per_doc=5, seed=2)
+    P = {'a': sim['pred'], 'b': np.clip(sim['pred'] + (np.arange(300) % 3 == 0), 1, 5)}
+    ids = np.array([f'item{i:04d}' for i in range(300)])
+    r0 = matched_null(P, sim['R_t'], sim['R_o'], ids=ids, docs=sim['docs'], n_sim=8, seed=4)
+    o = np.random.default_rng(0).permutation(300)
+    r1 = matched_null({k: v[o] for k, v in P.items()}, sim['R_t'][o], sim['R_o'][o], ids=np.array([f'x{i}' for i in o[::-1]]),
+                      docs=sim['docs'][o], n_sim=8, seed=4)
+    cols = ['reliability_ratio', 'excess', 'excess_null', 'excess_corrected', 'p_corrected']
+    assert np.allclose(r0[cols].to_numpy(float), r1[cols].to_numpy(float), rtol=0, atol=1e-12), (r0[cols], r1[cols])
+
+def test_matched_null_p_is_the_predictive_t_of_its_simulations():
+    from judgelab.corrgap import matched_null, simulate_raters, sigma_for_alpha
+    from scipy import stats
+    sim = simulate_raters(300, sigma=sigma_for_alpha(0.45), seed=5)
+    r = matched_null({'j': sim['pred']}, sim['R_t'], sim['R_o'], n_sim=12, seed=1, keep_sims=True).iloc[0]
+    s = np.asarray(r.sims); s = s[np.isfinite(s)]; n = len(s)
+    assert n == r.n_sim and abs(r.excess_null - s.mean()) < 1e-12 and abs(r.excess_null_sd - s.std(ddof=1)) < 1e-12
+    assert abs(r.p_corrected - stats.t.sf((r.excess - s.mean())/(s.std(ddof=1)*np.sqrt(1 + 1/n)), n - 1)) < 1e-12
+    assert r.p_corrected_mc == (1 + np.sum(s >= r.excess - 1e-12))/(n + 1)
+
 def test_matched_null_says_when_raters_do_not_agree():
     from judgelab.corrgap import matched_null
     rng = np.random.default_rng(0); R = rng.integers(1, 6, (200, 3)).astype(float); O = rng.integers(1, 6, (200, 3)).astype(float)
