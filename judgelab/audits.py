@@ -425,6 +425,7 @@ def audit(judgments:pd.DataFrame, # a plain table item_id, dimension, score [, j
           n_boot_excess:int=1000, # cluster-bootstrap resamples for the excess over the human baseline
           n_boot:int=500, # bootstrap resamples for the correlations' CIs
           n_perm_quality:int=499, # permutations inside quality groups (negative: no quality groups)
+          n_boot_quality:int=200, # cluster-bootstrap resamples for the excess inside the quality groups (0: none)
           quality_thresholds:dict|float|None=None, # quality-group threshold per target, or one for all (default: the registry's)
           alpha:float=0.05, # BH level
           n_sim:int=100, # simulated no-dependence datasets per pair for the reliability-matched null (0: no null, no corrected excess)
@@ -436,8 +437,9 @@ def audit(judgments:pd.DataFrame, # a plain table item_id, dimension, score [, j
     if method not in ('spearman', 'pearson', 'kendall'): raise ValueError(f"method must be 'spearman', 'pearson' or 'kendall', not {method!r}")
     if bins not in ('exact', 'round'): raise ValueError(f"bins must be 'exact' or 'round', not {bins!r}")
     if ties not in ('fractional', 'id'): raise ValueError(f"ties must be 'fractional' or 'id', not {ties!r}")
-    if n_perm < 0 or n_boot_excess < 0 or n_boot < 0 or n_sim < 0 or not 0 < alpha < 1:
-        raise ValueError(f'n_perm, n_boot_excess, n_boot and n_sim must be >= 0 and 0 < alpha < 1 (got {n_perm}, {n_boot_excess}, {n_boot}, {n_sim}, {alpha})')
+    if n_perm < 0 or n_boot_excess < 0 or n_boot < 0 or n_sim < 0 or n_boot_quality < 0 or not 0 < alpha < 1:
+        raise ValueError(f'n_perm, n_boot_excess, n_boot, n_boot_quality and n_sim must be >= 0 and 0 < alpha < 1 '
+                         f'(got {n_perm}, {n_boot_excess}, {n_boot}, {n_boot_quality}, {n_sim}, {alpha})')
     J = as_judgments(judgments, ds, judge, model)
     if judge is not None: J = J[J.judge == judge]
     if model is not None: J = J[J.model == model]
@@ -446,7 +448,7 @@ def audit(judgments:pd.DataFrame, # a plain table item_id, dimension, score [, j
     if not len(J): raise ValueError(f"no judgments of {ds.name}'s dimensions {dims_all} to audit" + (f' for judge {judge!r}' if judge else '') + (f' and model {model!r}' if model else ''))
     targets = [ds.dim(t).name for t in targets] if targets else [d for d in dims_all if d in set(J.dimension)]
     params = dict(dataset=ds.name, targets=targets, exclude_dims=list(exclude_dims or ()), method=method, bins=bins, ties=ties, n_perm=n_perm,
-                  n_boot_excess=n_boot_excess, n_boot=n_boot, n_perm_quality=n_perm_quality, quality_thresholds=quality_thresholds, alpha=alpha, n_sim=n_sim, alt=alt, seed=seed)
+                  n_boot_excess=n_boot_excess, n_boot=n_boot, n_perm_quality=n_perm_quality, n_boot_quality=n_boot_quality, quality_thresholds=quality_thresholds, alpha=alpha, n_sim=n_sim, alt=alt, seed=seed)
     n_pairs = len(targets)*(len(dims_all) - 1)
     if n_boot_excess and n_pairs and n_pairs/(n_boot_excess + 1) > alpha:
         warnings.warn(f'with {n_boot_excess} bootstrap resamples and {n_pairs} pairs per judge no BH-adjusted excess p-value can fall below '
@@ -465,7 +467,7 @@ def audit(judgments:pd.DataFrame, # a plain table item_id, dimension, score [, j
     pairs = pairs[[c for c in cols if c in pairs]]
     tt = target_table(mats, ct, method, alpha); jl = judge_level(mats, alpha) if mats else pd.DataFrame()
     thr = {t: quality_thresholds for t in targets} if isinstance(quality_thresholds, (int, float)) else quality_thresholds
-    quality = quality_table(J, ds, mats, thr, method=method, bins=bins, n_perm=n_perm_quality, seed=seed, ties=ties, n_boot=n_boot_excess) if n_perm_quality >= 0 and mats else pd.DataFrame()
+    quality = quality_table(J, ds, mats, thr, method=method, bins=bins, n_perm=n_perm_quality, seed=seed, ties=ties, n_boot=n_boot_quality) if n_perm_quality >= 0 and mats else pd.DataFrame()
     direction = quality_direction(quality, ds) if len(quality) else pd.DataFrame()
     qx = quality_excess(quality) if len(quality) and quality.excess.notna().any() else pd.DataFrame()
     quality = quality.drop(columns='boot') if len(quality) else quality
