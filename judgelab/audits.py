@@ -40,6 +40,7 @@ def target_table(mats:dict, # {(judge, model): CorrGapMatrix} from `corrgap_audi
                              excess_null=g.excess_null.mean() if 'excess_null' in g else np.nan,
                              excess_corrected=g.excess_corrected.mean() if 'excess_corrected' in g else np.nan,
                              sig_corrected=int((g.p_corrected_bh < alpha).sum()) if 'p_corrected_bh' in g else 0,
+                             w=g.w.mean() if 'w' in g else np.nan,
                              n_others=len(g), k_raters=int(g.k_raters.iloc[0]) if 'k_raters' in g else 0))
     return pd.DataFrame(rows)
 
@@ -57,7 +58,7 @@ def judge_level(mats:dict, # {(judge, model): CorrGapMatrix} from `corrgap_audit
     allrow = dict(judge='all judges', model=f'{len(mats)} judges', pairs=int(jl.pairs.sum()), gap=jl.gap.mean(), gap_human=get('gap_human').mean(),
                   gap_judge_loo=get('gap_judge_loo').mean(), excess=get('excess').mean(), sig_raw=int(jl.sig_raw.sum()), sig_excess=int(get('sig_excess').fillna(0).sum()),
                   excess_lo=float(np.quantile(ok, 0.025)) if len(ok) > 1 else np.nan, excess_hi=float(np.quantile(ok, 0.975)) if len(ok) > 1 else np.nan)
-    for c in ('reliability_ratio', 'excess_null', 'excess_corrected'):
+    for c in ('reliability_ratio', 'excess_null', 'excess_corrected', 'w'):
         if c in jl: allrow[c] = jl[c].mean()
     if 'sig_corrected' in jl: allrow['sig_corrected'] = int(jl.sig_corrected.fillna(0).sum())
     out = pd.concat([jl, pd.DataFrame([allrow])], ignore_index=True)
@@ -322,6 +323,7 @@ def verdicts(pairs:pd.DataFrame, # the pairs of `corrgap_audit` (concatenated `C
                     text = (f'{t} leans on {b.other} beyond human raters and beyond what its reliability explains: corrected excess '
                             f'{b.excess_corrected:.2f} (excess {b.excess:.2f} minus the {b.excess_null:.2f} a judge {b.reliability_ratio:.1f}x as '
                             f'reliable as one rater shows without dependence), adjusted p {_p(b.p_corrected_bh)}')
+                    if 'w' in b and np.isfinite(b.w): text += f'; estimated weight on {b.other} {_ci(b.w, b.w_lo, b.w_hi)}'
                     if len(sig) > 1: text += '; also on ' + ', '.join(f'{r.other} ({r.excess_corrected:.2f}, p {_p(r.p_corrected_bh)})' for r in sig.iloc[1:].itertuples())
                 elif len(plain):
                     b = plain.iloc[0]; row.update(status='excess not beyond the reliability-matched null', other=b.other)
@@ -463,7 +465,7 @@ def audit(judgments:pd.DataFrame, # a plain table item_id, dimension, score [, j
     pairs = pd.concat([m.long for m in mats.values()], ignore_index=True) if mats else pd.DataFrame(columns=cols)
     pairs = pd.concat([m.long for m in mats.values()], ignore_index=True) if mats else pd.DataFrame(columns=cols)
     if mats: pairs = bh_all(mats, alpha)
-    cols += ['reliability_ratio', 'excess_null', 'excess_null_sd', 'excess_corrected', 'p_corrected', 'p_corrected_mc', 'p_corrected_bh', 'n_sim', 'null_note', 'p_excess_bh_all', 'p_corrected_bh_all']
+    cols += ['reliability_ratio', 'excess_null', 'excess_null_sd', 'excess_corrected', 'p_corrected', 'p_corrected_mc', 'p_corrected_bh', 'n_sim', 'null_note', 'w', 'w_lo', 'w_hi', 'p_w', 'w_note', 'p_excess_bh_all', 'p_corrected_bh_all']
     pairs = pairs[[c for c in cols if c in pairs]]
     tt = target_table(mats, ct, method, alpha); jl = judge_level(mats, alpha) if mats else pd.DataFrame()
     thr = {t: quality_thresholds for t in targets} if isinstance(quality_thresholds, (int, float)) else quality_thresholds

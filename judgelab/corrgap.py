@@ -15,11 +15,11 @@ from .data import as_dataset
 from .judgments import judgment_scores, as_judgments
 
 # %% auto #0
-__all__ = ['TIES', 'SUMMARY_COLUMNS', 'NULL_COLUMNS', 'divergence', 'split_groups', 'CorrGapResult', 'fisher_z_test', 'corrgap',
-           'rater_slots', 'bootstrap_weights', 'split_counts', 'human_baseline', 'simulate_raters', 'sigma_for_alpha',
-           'NullModel', 'fit_null', 'matched_null', 'dependence_weight', 'synthetic_dependence', 'quality_groups',
-           'quality_cut', 'quality_threshold_rule', 'quality_threshold', 'CorrGapMatrix', 'corrgap_audit',
-           'corrgap_matrix']
+__all__ = ['TIES', 'SUMMARY_COLUMNS', 'WEIGHT_COLUMNS', 'NULL_COLUMNS', 'divergence', 'split_groups', 'CorrGapResult',
+           'fisher_z_test', 'corrgap', 'rater_slots', 'bootstrap_weights', 'split_counts', 'human_baseline',
+           'simulate_raters', 'sigma_for_alpha', 'NullModel', 'fit_null', 'matched_null', 'dependence_weight',
+           'synthetic_dependence', 'quality_groups', 'quality_cut', 'quality_threshold_rule', 'quality_threshold',
+           'CorrGapMatrix', 'corrgap_audit', 'corrgap_matrix']
 
 # %% ../nbs/06_corrgap.ipynb #753e899b
 def _id_order(ids):
@@ -960,7 +960,7 @@ class CorrGapMatrix:
         ex = f", excess={self.long.excess.mean():.4g}" if 'excess' in self.long else ''
         return f'CorrGapMatrix({self.judge}/{self.model}, pairs={len(self.long)}, judge_mean={self.judge_mean:.4g}{ex})'
 
-SUMMARY_COLUMNS = ['gap', 'gap_human', 'gap_judge_loo', 'excess', 'reliability_ratio', 'excess_null', 'excess_corrected']
+SUMMARY_COLUMNS = ['gap', 'gap_human', 'gap_judge_loo', 'excess', 'reliability_ratio', 'excess_null', 'excess_corrected', 'w']
 
 def _mean_ci(boot, long, ci=0.95):
     "Percentile CI of the judge-level mean excess (mean over targets of the per-target mean) from the pairs' common bootstrap resamples."
@@ -970,6 +970,7 @@ def _mean_ci(boot, long, ci=0.95):
     m = per_t.mean(0); m = m[np.isfinite(m)]; a = (1 - ci)/2
     return (float(np.quantile(m, a)), float(np.quantile(m, 1 - a))) if len(m) >= 2 else (np.nan, np.nan)
 
+WEIGHT_COLUMNS = ['w', 'w_lo', 'w_hi', 'p_w', 'w_note']   # `dependence_weight`'s estimate of the judge's weight on the non-target
 NULL_COLUMNS = ['reliability_ratio', 'excess_null', 'excess_null_sd', 'excess_corrected', 'p_corrected', 'p_corrected_mc', 'n_sim']
 
 def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (schema of judgelab.judgments), or a plain table item_id, dimension, score
@@ -983,6 +984,7 @@ def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (sch
                   n_boot:int=1000, # cluster-bootstrap resamples over documents for the excess
                   null:bool=False, # the reliability-matched null of the excess (`matched_null`: reliability ratio, corrected excess and its p)
                   n_sim:int=100, # simulated no-dependence datasets per pair for the null
+                  weight:bool=True, # the errors-in-variables dependence weight `w` per pair (`dependence_weight`, on the excess's resamples)
                   progress:bool=False, # a progress bar on stderr
                  )->dict: # {(judge, model): CorrGapMatrix}
     "CorrGap matrices of every judge in `judgments`; the human baseline is computed once per pair for all judges."
@@ -1013,6 +1015,9 @@ def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (sch
         if baseline and null:
             mn = {r['judge']: r for r in matched_null(preds, slots[t], slots[o], ids=ids, method=method, bins=bins, ties=ties, n_sim=n_sim,
                                                        docs=docs, seed=seed + 1000*i + k, observed={jm: hb[jm]['excess'] for jm in preds}).to_dict('records')}
+        dw = None
+        if baseline and weight:
+            dw = {r['judge']: r for r in dependence_weight(preds, slots[t], slots[o], docs=docs, n_boot=n_boot, seed=seed).to_dict('records')}
         for jm, pred in preds.items():
             r = corrgap(pred, hm[t].values, hm[o].values, ids=ids, method=method, control=control, bins=bins,
                         test=test, n_perm=n_perm, seed=seed + 1000*i + k, ties=ties)
@@ -1022,6 +1027,7 @@ def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (sch
                 row.update({c: b[c] for c in ('gap_human', 'gap_judge_loo', 'excess', 'excess_lo', 'excess_hi', 'p_excess', 'k_raters')})
                 boots[jm].append(b['boot'] if len(b['boot']) else np.zeros(0))
                 if mn is not None: row.update({c: mn[jm].get(c, np.nan) for c in NULL_COLUMNS + ['null_note']})
+                if dw is not None: row.update({c: dw[jm][c] for c in WEIGHT_COLUMNS})
             rows[jm].append(row)
     out = {}
     for jm in rows:

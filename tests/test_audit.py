@@ -82,6 +82,9 @@ def test_one_line_of_python_on_a_plain_dataframe():
     v = A.verdicts.set_index('target')
     assert v.loc['coherence', 'status'] == 'dependence beyond human raters' and v.loc['coherence', 'other'] == 'fluency'
     assert 'coherence leans on fluency beyond human raters' in repr(A)
+    cf = A.pairs.set_index(['target', 'other']).loc[('coherence', 'fluency')]
+    assert 0.2 < cf.w_lo < cf.w < cf.w_hi < 0.6 and cf.p_w < 0.05, cf      # the weight built in (0.5 on the human means) is estimated
+    assert 'estimated weight on fluency' in repr(A) and 'w' in A.targets and 'w' in A.judges
 
 def test_an_honest_judge_is_not_accused():
     "Human means plus noise (no dependence built in): no target leans on another beyond the human raters."
