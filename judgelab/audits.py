@@ -10,7 +10,7 @@ import numpy as np, pandas as pd
 from .data import as_dataset
 from .judgments import as_judgments, judgment_scores
 from .stats import correlation_table, alt_test, alt_test_inputs, krippendorff_alpha, fdr_adjust
-from .corrgap import corrgap_audit, quality_groups, quality_threshold, quality_threshold_rule, quality_cut, human_baseline, rater_slots, bootstrap_weights
+from .corrgap import corrgap_audit, canonical_items, quality_groups, quality_threshold, quality_threshold_rule, quality_cut, human_baseline, rater_slots, bootstrap_weights
 
 # %% auto #0
 __all__ = ['PAPER_QUALITY', 'LOW_AGREEMENT', 'target_table', 'judge_level', 'bh_all', 'judge_inference', 'quality_table',
@@ -138,13 +138,15 @@ def quality_table(judgments:pd.DataFrame, # judgments (schema of judgelab.judgme
                   n_boot:int=1000, # common cluster-bootstrap resamples over documents for the excess inside each group (0: no excess)
                  )->pd.DataFrame: # one row per judge, target, non-target and quality group (column `boot`: the group's bootstrap excess values)
     "CorrGap inside the low- and high-quality items of each target, and the excess over the human baseline inside each group."
-    ds = as_dataset(dataset); hm = ds.human_mean(); J = as_judgments(judgments, ds)
+    ds = as_dataset(dataset); J = as_judgments(judgments, ds)
+    wide = {(judge, model): judgment_scores(J[(J.judge == judge) & (J.model == model)]).pivot(index='item_id', columns='dimension', values='score')
+            for judge, model in mats}
+    hm = ds.human_mean().reindex(canonical_items(ds, wide.values()))     # as in `corrgap_audit`: draws independent of row order and ids
+    wide = {k: w.reindex(hm.index) for k, w in wide.items()}
     docs = ds.items.set_index('item_id').doc_id.reindex(hm.index).values
     W = bootstrap_weights(docs, n_boot, seed) if n_boot else None       # one W for both groups: low - high on the same resamples
-    wide = {(judge, model): judgment_scores(J[(J.judge == judge) & (J.model == model)]).pivot(index='item_id', columns='dimension', values='score').reindex(hm.index)
-            for judge, model in mats}
     pairs = list(dict.fromkeys((t, o) for m in mats.values() for t, o in m.long[['target', 'other']].itertuples(index=False)))
-    slots = {d: rater_slots(ds, d).values for d in dict.fromkeys(x for p in pairs for x in p)} if n_boot else {}
+    slots = {d: rater_slots(ds, d).reindex(hm.index).values for d in dict.fromkeys(x for p in pairs for x in p)} if n_boot else {}
     cuts = {}
     for t in dict.fromkeys(t for t, _ in pairs):
         given = (thresholds or {}).get(t, None)

@@ -16,10 +16,10 @@ from .judgments import judgment_scores, as_judgments
 
 # %% auto #0
 __all__ = ['TIES', 'SUMMARY_COLUMNS', 'WEIGHT_COLUMNS', 'NULL_COLUMNS', 'divergence', 'split_groups', 'CorrGapResult',
-           'fisher_z_test', 'corrgap', 'rater_slots', 'bootstrap_weights', 'split_counts', 'human_baseline',
-           'simulate_raters', 'sigma_for_alpha', 'NullModel', 'fit_null', 'matched_null', 'dependence_weight',
-           'synthetic_dependence', 'quality_groups', 'quality_cut', 'quality_threshold_rule', 'quality_threshold',
-           'CorrGapMatrix', 'corrgap_audit', 'corrgap_matrix']
+           'fisher_z_test', 'corrgap', 'rater_slots', 'canonical_items', 'bootstrap_weights', 'split_counts',
+           'human_baseline', 'simulate_raters', 'sigma_for_alpha', 'NullModel', 'fit_null', 'matched_null',
+           'dependence_weight', 'synthetic_dependence', 'quality_groups', 'quality_cut', 'quality_threshold_rule',
+           'quality_threshold', 'CorrGapMatrix', 'corrgap_audit', 'corrgap_matrix']
 
 # %% ../nbs/06_corrgap.ipynb #753e899b
 def _id_order(ids):
@@ -350,11 +350,27 @@ def corrgap(pred_t, # judge scores for the target dimension
 def rater_slots(dataset, # a `judgelab.data.Dataset` (or a dataset name)
                 dim:str, # dimension
                )->pd.DataFrame: # items (dataset order) x slots 0..K-1, NaN where a slot is empty
-    "Individual ratings of `dim` per item, one column per rater slot (the rater's position among the item's raters as stored)."
+    "Individual ratings of `dim` per item, one column per rater slot (the rater's position among the item's raters, by annotator id)."
     ds = as_dataset(dataset); dim = ds.dim(dim).name
     h = ds.human[ds.human.dimension == dim]
+    if 'annotator' in h: h = h.sort_values(['item_id', 'annotator'], kind='stable')   # slots by annotator, not by the rows' order
     slot = h.groupby('item_id', sort=False).cumcount()
     return h.assign(slot=slot.values).pivot(index='item_id', columns='slot', values='score').reindex(ds.items.item_id)
+
+def canonical_items(dataset, # a `judgelab.data.Dataset` (or a dataset name)
+                    scores=(), # wide tables item_id x dimension of judge scores to include in the key (e.g. every audited judge)
+                   )->pd.Index: # the dataset's item ids in a canonical order
+    """The items in an order that depends on the data only: by document, then by every rater slot's rating of every
+    dimension, then by the judges' scores. Random draws made item by item in this order (permutations, simulations) are
+    then the same whatever the order of the rows or the names of the items; items that tie on every key are
+    interchangeable."""
+    ds = as_dataset(dataset); idx = pd.Index(ds.items.item_id)
+    docs = ds.items.set_index('item_id').doc_id.reindex(idx).astype(str).values
+    cols = [rater_slots(ds, d).reindex(idx).to_numpy(float) for d in ds.spec.dim_names if d in set(ds.human.dimension)]
+    cols += [w.reindex(idx).to_numpy(float) for w in scores]
+    X = np.nan_to_num(np.column_stack(cols) if cols else np.zeros((len(idx), 0)), nan=np.inf)
+    order = np.lexsort(tuple(X.T[::-1]) + (np.unique(docs, return_inverse=True)[1].ravel(),))
+    return idx[order]
 
 def bootstrap_weights(docs, # document (cluster) of each item
                       n_boot:int=1000, seed:int=0,
@@ -990,15 +1006,16 @@ def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (sch
     "CorrGap matrices of every judge in `judgments`; the human baseline is computed once per pair for all judges."
     _check_ties(ties); ds = as_dataset(dataset)
     s = judgment_scores(as_judgments(judgments, ds))
-    hm = ds.human_mean(); ids = hm.index.values
-    docs = ds.items.set_index('item_id').doc_id.reindex(hm.index).values
     judges = s[['judge', 'model']].drop_duplicates().values.tolist()
     if not judges: raise ValueError("no judgments to audit")
-    wide = {(j, m): g.pivot(index='item_id', columns='dimension', values='score').reindex(hm.index)
+    wide = {(j, m): g.pivot(index='item_id', columns='dimension', values='score')
             for (j, m), g in s.groupby(['judge', 'model'], sort=False)}
+    hm = ds.human_mean().reindex(canonical_items(ds, wide.values())); ids = hm.index.values   # draws do not depend on row order or ids
+    wide = {k: w.reindex(hm.index) for k, w in wide.items()}
+    docs = ds.items.set_index('item_id').doc_id.reindex(hm.index).values
     judged = [d for d in ds.spec.dim_names if any(d in w for w in wide.values())]
     targets = [ds.dim(t).name for t in (targets or judged)]
-    slots = {d: rater_slots(ds, d).values for d in ds.spec.dim_names} if baseline else {}
+    slots = {d: rater_slots(ds, d).reindex(hm.index).values for d in ds.spec.dim_names} if baseline else {}
     W = bootstrap_weights(docs, n_boot, seed) if baseline and n_boot else None
     rows = {tuple(k): [] for k in judges}; boots = {tuple(k): [] for k in judges}
     pairs = [(i, t, k, o) for i, t in enumerate(targets)

@@ -476,3 +476,28 @@ def test_dependence_weight_several_judges():
         one = dependence_weight({k: x}, d['R_t'], d['R_o'], n_boot=50, seed=3)
         pd.testing.assert_frame_equal(both[both.judge == k].reset_index(drop=True), one)
     assert both.w[1] > both.w[0] > 0.1
+
+def test_audit_numbers_do_not_change_when_rows_are_shuffled_and_items_renamed():
+    """Every number of `corrgap_audit` (raw CorrGap and its permutation p, the excess and its bootstrap CI, the null, the
+    weight) and of the quality groups is the same on a copy of the dataset whose items are renamed and whose rows (items,
+    human ratings, judgments) are shuffled: the random draws follow a canonical item order, not the rows or the ids."""
+    from judgelab.data import load, Dataset
+    from judgelab.judgments import load_judgments, list_judgments
+    from judgelab.corrgap import corrgap_audit
+    from judgelab.audits import quality_table
+    ds = load('topical_chat'); src = list_judgments('topical_chat').index[0]
+    J = load_judgments('topical_chat', src)
+    dims = ['coherence', 'engagingness', 'groundedness']; J = J[J.dimension.isin(dims)]
+    rng = np.random.default_rng(7)
+    new = dict(zip(ds.items.item_id, [f'renamed_{i:05d}' for i in rng.permutation(len(ds.items))]))
+    items2 = ds.items.assign(item_id=ds.items.item_id.map(new)).sample(frac=1, random_state=1).reset_index(drop=True)
+    human2 = ds.human.assign(item_id=ds.human.item_id.map(new)).sample(frac=1, random_state=2).reset_index(drop=True)
+    ds2 = Dataset(ds.spec, items2, human2, ds.extra, ds.hashes)
+    J2 = J.assign(item_id=J.item_id.map(new)).sample(frac=1, random_state=3).reset_index(drop=True)
+    kw = dict(targets=['coherence', 'engagingness'], others=dims, n_perm=99, n_boot=60, null=True, n_sim=6, seed=0)
+    a, b = corrgap_audit(J, ds, **kw), corrgap_audit(J2, ds2, **kw)
+    num = lambda L: L.select_dtypes('number').to_numpy(float)
+    for k in a:
+        assert np.allclose(num(a[k].long), num(b[k].long), rtol=0, atol=1e-12, equal_nan=True), (a[k].long, b[k].long)
+    qa = quality_table(J, ds, a, n_perm=49, n_boot=40).drop(columns='boot'); qb = quality_table(J2, ds2, b, n_perm=49, n_boot=40).drop(columns='boot')
+    assert np.allclose(num(qa), num(qb), rtol=0, atol=1e-12, equal_nan=True)
