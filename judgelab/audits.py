@@ -369,9 +369,9 @@ def verdicts(pairs:pd.DataFrame, # the pairs of `corrgap_audit` (concatenated `C
                         f'ratings per item there is no human baseline, so it is not read as dependence')
             if np.isfinite(row['corr']): text += f'; {method.capitalize()} with humans {_ci(row["corr"], row["corr_lo"], row["corr_hi"])}'
             cav = []
-            if len(g) and 'null_note' in g and g.null_note.fillna('').astype(str).str.len().gt(0).any():
-                cav.append('no reliability-matched null for ' + ', '.join(g.other[g.null_note.fillna('').astype(str).str.len() > 0])
-                           + f' ({g.null_note.dropna().astype(str).iloc[0]})')
+            notes = g.null_note.map(lambda x: x if isinstance(x, str) else '') if len(g) and 'null_note' in g else pd.Series(dtype=str)
+            if (notes != '').any():
+                cav.append('no reliability-matched null for ' + ', '.join(g.other[notes != '']) + f' ({notes[notes != ""].iloc[0]})')
             if agreement is not None and np.isfinite(agreement.get(t, np.nan)) and agreement.get(t) < LOW_AGREEMENT and has_base and not has_null:
                 cav.append(f'human raters agree little on {t} (alpha {agreement[t]:.2f}): at such agreement a judge less noisy than a rater '
                            f'can show an excess without any dependence (corrgap_noise)')
