@@ -937,7 +937,7 @@ def quality_threshold(dataset, # a `judgelab.data.Dataset` or a dataset name
                       dim:str, # target dimension
                      )->float:
     "The low/high quality threshold of `dim` (see `quality_threshold_rule`: the registry's, moved off a degenerate cut)."
-    return quality_threshold_rule(dataset, dim)[0]
+    return quality_threshold_rule(as_dataset(dataset), dim)[0]
 
 # %% ../nbs/06_corrgap.ipynb #304f8207
 @dataclass
