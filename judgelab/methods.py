@@ -15,7 +15,8 @@ from .decompose import decomposition
 from .dimcheck import dimcheck, dimcheck_file_method, check_dimcheck_options
 
 # %% auto #0
-__all__ = ['METHODS', 'FIXED_ARGS', 'OPTION_CHECKS', 'ENTRY_KEYS', 'check_options', 'run', 'file_method', 'method_plan']
+__all__ = ['METHODS', 'FIXED_ARGS', 'OPTION_CHECKS', 'ENTRY_KEYS', 'check_options', 'run', 'file_method', 'method_plan',
+           'method_problems']
 
 # %% ../nbs/10a_methods.ipynb #c123bd7e
 METHODS = dict(analyze_rate=analyze_rate, geval=geval, direct=direct,     # 07_judges
@@ -161,3 +162,17 @@ def method_plan(entries:list, # [{method, options?, dims?, n_items?, label?}] or
         errs += [f"{p['_at']}: {x}" for p in plan if (x := _probe(p, dataset, seed))]
     if errs: raise ValueError(f"{len(errs)} problem(s) in methods:\n" + '\n'.join(f'  - {x}' for x in errs))
     return [{k: v for k, v in p.items() if k != '_at'} for p in plan]
+
+# %% ../nbs/10a_methods.ipynb #44090db3
+def method_problems(judged:pd.DataFrame, # a judge run's table: label, status, scored, pairs, no_score_on, rescored, top_failures
+                    raised=(), # labels of the methods that raised (their `top_failures` is the error)
+                   )->list: # one line per method that is not 'ok'
+    "What each method that is not `ok` is missing, in words, each reason once: the lines of a run's health record and its Status line."
+    out = []
+    for r in judged.itertuples():
+        if r.status == 'ok': continue
+        count = f"{r.scored} of {r.pairs} pairs scored"
+        if r.label in raised: out.append(f"{r.label}: raised {r.top_failures} ({count})"); continue
+        what = [f"no parsed score on {r.no_score_on}" if r.no_score_on else '', 'no analysis edited and rescored' if r.rescored == 0 else '']
+        out.append(f"{r.label}: " + ', '.join(filter(None, what)) + (f" ({count}; {r.top_failures})" if r.top_failures else f" ({count})"))
+    return out
