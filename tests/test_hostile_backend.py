@@ -211,3 +211,23 @@ def test_a_key_echoed_by_the_model_never_reaches_the_cache(tmp_path, monkeypatch
         assert c.logprobs[0]['token'] == '[REDACTED]' and c.logprobs[0]['top'][0][0] == '[REDACTED]'
         assert any('piece of the API key' in str(w.message) for w in said), [str(w.message) for w in said]
     finally: srv.shutdown()
+
+def test_the_judgments_rows_of_a_run_carry_no_piece_of_the_key(tmp_path, tmp_outputs, monkeypatch):
+    # before: the 15 key characters left by the 2000-character cut reached the judgment row's `failure` (and its parquet file)
+    from judgelab.methods import run
+    from judgelab.data import load
+    monkeypatch.setenv('MY_KEY', KEY)
+    ds = load('topical_chat'); items = list(ds.items.item_id[:2])
+    bad_text = ds.items.set_index('item_id').loc[items[1], 'output']
+    def main(h, m, b):
+        if bad_text not in b['messages'][-1]['content']: return reply(h, 200, json.dumps(completion('Rating: 2')).encode())
+        text = 'q'*1985 + KEY + ' (the key you sent)'
+        reply(h, 403, text.encode(), {'Content-Type': 'text/plain'})
+    srv, seen = serve(main)
+    try:
+        j = run('analyze_rate', ds, backend(srv, tmp_path, api_key_env='MY_KEY'), dims=['naturalness'], items=items, progress=False)
+        f = j.set_index('item_id').loc[items[1], 'failure']
+        assert 'HTTP 403' in f and leaked(f) == [], f
+        j.to_parquet(tmp_path/'j.parquet')
+        assert leaked((tmp_path/'j.parquet').read_bytes().decode('latin-1')) == []
+    finally: srv.shutdown()
