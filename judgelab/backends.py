@@ -4,7 +4,7 @@
 
 # %% ../nbs/02a_backends.ipynb #660dfeb8
 from __future__ import annotations
-import os, io, re, json, math, time, random, socket, hashlib, importlib.util, threading, warnings
+import os, io, re, json, math, time, random, socket, hashlib, functools, numbers, importlib.util, threading, warnings
 import numpy as np
 import urllib.request, urllib.error, http.client, email.utils
 from concurrent.futures import ThreadPoolExecutor, as_completed, wait, FIRST_EXCEPTION
@@ -15,9 +15,10 @@ from .llm import RequestError, BackendError, Request, sample_seed, Choice, Compl
 _all_ = ['RequestError', 'BackendError', 'Request', 'sample_seed', 'Choice', 'Completion', 'Job', 'Backend', 'assemble']   # re-exported: the llm types stay importable from here
 
 # %% auto #0
-__all__ = ['EMBEDDED_PACKAGE', 'EMBEDDED_FILE', 'EMBEDDED_NAME', 'RETRY_STATUS', 'MAX_RETRY_AFTER', 'STANDARD_FIELDS',
-           'CONSTRAINT_STYLES', 'STRICT_OWNERS', 'PROBE_RETRY_S', 'embedded_model_path', 'choice_grammar',
-           'LlamaCppBackend', 'OpenAIBackend', 'vllm_chat_kwargs', 'vllm_sampling_kwargs', 'to_sampling_params',
+__all__ = ['EMBEDDED_PACKAGE', 'EMBEDDED_FILE', 'EMBEDDED_NAME', 'MAX_REPLY_BYTES', 'MAX_ERROR_BYTES', 'MAX_ERROR_CHARS',
+           'MIN_SECRET_PIECE', 'RETRY_STATUS', 'MAX_RETRY_AFTER', 'STANDARD_FIELDS', 'CONSTRAINT_STYLES',
+           'STRICT_OWNERS', 'PROBE_RETRY_S', 'embedded_model_path', 'choice_grammar', 'LlamaCppBackend',
+           'redact_secret', 'OpenAIBackend', 'vllm_chat_kwargs', 'vllm_sampling_kwargs', 'to_sampling_params',
            'choice_from_vllm', 'VLLMBackend', 'RequestError', 'BackendError', 'Request', 'sample_seed', 'Choice',
            'Completion', 'Job', 'Backend', 'assemble']
 
@@ -221,12 +222,184 @@ class LlamaCppBackend(Backend):
                 if not self.reorder: self.llm().reset()   # no KV reuse: every request from scratch
                 yield j.index, self._call(j)
 
-def _openai_logprobs(lp):
-    "OpenAI-format logprobs ({'content': [{'token', 'logprob', 'top_logprobs': [...]}, ...]}) as judgelab's list."
-    if not lp or not lp.get('content'): return None
-    f = lambda x: None if x is None else float(x)
-    return [dict(token=t.get('token'), logprob=f(t.get('logprob')),
-                 top=[[a.get('token'), f(a.get('logprob'))] for a in (t.get('top_logprobs') or [])]) for t in lp['content']]
+# %% ../nbs/02a_backends.ipynb #b414e686
+def _what(x)->str:
+    "What a JSON value is, in words, with a short repr (for an error message)."
+    kind = {dict: 'an object', list: 'a list', str: 'a string', bool: 'a boolean', type(None): 'null'}.get(type(x))
+    if kind is None: kind = 'a number' if isinstance(x, numbers.Number) else type(x).__name__
+    r = repr(x); return kind if x is None else f"{kind} {r if len(r) <= 40 else r[:37] + '...'}"
+
+def _logprob(x, where:str)->float|None:
+    "A log-probability as a float (None stays None); anything else, NaN and infinities included, is a ValueError naming `where`."
+    if x is None: return None
+    if isinstance(x, bool) or not isinstance(x, numbers.Real): raise ValueError(f"{where} is {_what(x)}, not a number")
+    if not math.isfinite(x): raise ValueError(f"{where} is {x!r}, not a finite number")
+    return float(x)
+
+def _token(x, where:str)->str|None:
+    "A token's text (None stays None); anything else is a ValueError naming `where`."
+    if x is None or isinstance(x, str): return x
+    raise ValueError(f"{where} is {_what(x)}, not a string")
+
+# %% ../nbs/02a_backends.ipynb #f2d933de
+def _openai_logprobs(lp, where:str='choices[0].logprobs')->list|None:
+    "OpenAI-format logprobs ({'content': [{'token', 'logprob', 'top_logprobs': [...]}, ...]}) as judgelab's list; a malformed field is a ValueError naming it."
+    if lp is None: return None
+    if not isinstance(lp, dict): raise ValueError(f"{where} is {_what(lp)}, not an object")
+    content = lp.get('content')
+    if content is None or content == []: return None
+    if not isinstance(content, list): raise ValueError(f"{where}.content is {_what(content)}, not a list")
+    out = []
+    for i, t in enumerate(content):
+        w = f'{where}.content[{i}]'
+        if not isinstance(t, dict): raise ValueError(f"{w} is {_what(t)}, not an object")
+        top = t.get('top_logprobs')
+        if top is None: top = []
+        if not isinstance(top, list): raise ValueError(f"{w}.top_logprobs is {_what(top)}, not a list")
+        alts = []
+        for k, a in enumerate(top):
+            if not isinstance(a, dict): raise ValueError(f"{w}.top_logprobs[{k}] is {_what(a)}, not an object")
+            alts.append([_token(a.get('token'), f'{w}.top_logprobs[{k}].token'), _logprob(a.get('logprob'), f'{w}.top_logprobs[{k}].logprob')])
+        out.append(dict(token=_token(t.get('token'), f'{w}.token'), logprob=_logprob(t.get('logprob'), f'{w}.logprob'), top=alts))
+    return out
+
+# %% ../nbs/02a_backends.ipynb #e63743c3
+MAX_REPLY_BYTES = 16 << 20   # bytes: a reply body larger than this is refused (it is read in chunks, never held whole); generous for thousands of tokens with top logprobs
+MAX_ERROR_BYTES = 64 << 10   # bytes: how much of an error reply (4xx, 5xx, 3xx) is read for its message; the rest is dropped
+MAX_ERROR_CHARS = 2000       # characters of a server's error message kept on the row (cut after redaction)
+MIN_SECRET_PIECE = 6         # characters: every piece of the API key this long is redacted, so no cut or partial echo leaves a usable part of it
+
+# %% ../nbs/02a_backends.ipynb #da1a0e22
+@functools.lru_cache(maxsize=8)
+def _pieces(secret:str, k:int):
+    "A regex matching, at every position, any `k`-character piece of `secret` (a lookahead, so overlapping pieces are all found)."
+    return re.compile('(?=(' + '|'.join(sorted({re.escape(secret[i:i + k]) for i in range(len(secret) - k + 1)})) + '))')
+
+def redact_secret(text, # any text (converted with str)
+                  secret:str|None, # the secret, e.g. the API key; None or '': nothing to redact
+                  min_piece:int=MIN_SECRET_PIECE, # every piece of `secret` this long is redacted (a shorter secret: only whole)
+                 )->str:
+    "`text` with every run of pieces of `secret` (at least `min_piece` characters each) replaced by [REDACTED]."
+    text = str(text)
+    if not secret: return text
+    k = min(min_piece, len(secret)); spans = []
+    for m in _pieces(secret, k).finditer(text):
+        i = m.start()
+        if spans and i <= spans[-1][1]: spans[-1][1] = i + k       # overlapping or touching: one run
+        else: spans.append([i, i + k])
+    for a, b in reversed(spans): text = text[:a] + '[REDACTED]' + text[b:]
+    return text
+
+# %% ../nbs/02a_backends.ipynb #f95ea50a
+def _shut(sock):
+    "Shut a socket down both ways, waking any thread blocked reading it (the plain socket's shutdown: for TLS too, without a TLS goodbye)."
+    try: socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError: pass
+
+class _Deadline:
+    "A whole-request deadline: `seconds` after it is made, every socket it watches is shut down (`expired` says it happened)."
+    def __init__(self, seconds:float):
+        self.seconds, self.end, self.expired, self._socks, self._lock = seconds, time.monotonic() + seconds, False, [], threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire); self._timer.daemon = True; self._timer.start()
+    def left(self)->float: return max(0.001, self.end - time.monotonic())
+    def watch(self, sock):
+        "Shut `sock` down at the deadline (at once if it has passed); returns `sock`."
+        with self._lock:
+            self._socks.append(sock)
+            if self.expired: _shut(sock)
+        return sock
+    def _expire(self):
+        with self._lock:
+            self.expired = True
+            for s in self._socks: _shut(s)
+    def cancel(self): self._timer.cancel()
+
+# %% ../nbs/02a_backends.ipynb #cb585db6
+class _Watched:
+    "A connection whose sockets its `_Deadline` watches; connecting waits at most the time left."
+    def _wire(self, deadline):
+        self.deadline = deadline
+        self._create_connection = lambda addr, timeout=None, source=None: deadline.watch(socket.create_connection(addr, deadline.left(), source))
+    def connect(self):
+        super().connect(); self.deadline.watch(self.sock)          # the TLS socket, for https
+
+class _HTTPConnection(_Watched, http.client.HTTPConnection):
+    def __init__(self, *a, deadline, **kw): super().__init__(*a, **kw); self._wire(deadline)
+
+class _HTTPSConnection(_Watched, http.client.HTTPSConnection):
+    def __init__(self, *a, deadline, **kw): super().__init__(*a, **kw); self._wire(deadline)
+
+class _DeadlineHTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, deadline): super().__init__(); self.deadline = deadline
+    def http_open(self, req): return self.do_open(functools.partial(_HTTPConnection, deadline=self.deadline), req)
+
+class _DeadlineHTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, deadline): super().__init__(); self.deadline = deadline
+    def https_open(self, req): return self.do_open(functools.partial(_HTTPSConnection, deadline=self.deadline), req, context=self._context)
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    "Never follow a redirect (urllib would resend the Authorization header wherever `Location` points, a POST turned GET): the 3xx is returned."
+    def redirect_request(self, req, fp, code, msg, headers, newurl): return None
+
+# %% ../nbs/02a_backends.ipynb #00128f35
+class _TooLarge(Exception):
+    "A reply body over the size limit (refused unread past it)."
+    def __init__(self, limit, declared=None):
+        super().__init__(f"the reply is larger than {limit} bytes" + (f" (Content-Length {declared})" if declared else '')
+                         + ": refused without reading the rest (MAX_REPLY_BYTES)")
+
+def _read_upto(resp, n:int)->bytes:
+    "At most `n` bytes of a response body, read in chunks."
+    out = bytearray()
+    while len(out) < n:
+        b = resp.read(min(1 << 16, n - len(out)))
+        if not b: break
+        out += b
+    return bytes(out)
+
+def _fetch(url:str, data:bytes|None=None, headers:dict|None=None, timeout:float=120, limit:int|None=None)->tuple:
+    "(status, headers, body) of one request (a POST of `data`, else a GET): no redirect followed, all of it within `timeout` seconds."
+    limit = limit or MAX_REPLY_BYTES; dl = _Deadline(timeout)
+    opener = urllib.request.build_opener(_NoRedirect, _DeadlineHTTPHandler(dl), _DeadlineHTTPSHandler(dl))
+    req = urllib.request.Request(url, data=data, headers=headers or {}, method='GET' if data is None else 'POST')
+    try:
+        try: resp = opener.open(req, timeout=dl.left())
+        except urllib.error.HTTPError as e: resp = e                  # 3xx, 4xx, 5xx: status, headers and a capped body
+        with resp:
+            code = resp.code; size = str(resp.headers.get('Content-Length') or '').strip()
+            if code < 300 and size.isdigit() and int(size) > limit: raise _TooLarge(limit, int(size))
+            body = _read_upto(resp, limit + 1 if code < 300 else MAX_ERROR_BYTES) if getattr(resp, 'fp', None) else b''
+        if dl.expired: raise TimeoutError
+        if code < 300 and len(body) > limit: raise _TooLarge(limit)
+        return code, resp.headers, body
+    except Exception as e:
+        if dl.expired and not isinstance(e, _TooLarge):
+            raise TimeoutError(f"no complete reply within {timeout:g} s (connecting, sending and reading, all together)") from None
+        raise
+    finally: dl.cancel()
+
+# %% ../nbs/02a_backends.ipynb #a2c0736e
+def _reply_choice(out:dict, seconds:float, sample:int=0)->Choice:
+    "The sample of a chat-completions reply (`out['choices'][0]` is an object); a field of the wrong type is a ValueError naming it."
+    ch = out['choices'][0]; msg = ch.get('message')
+    if msg is None: msg = {}
+    if not isinstance(msg, dict): raise ValueError(f"choices[0].message is {_what(msg)}, not an object")
+    text = msg.get('content')
+    if text is None: text = ''
+    if not isinstance(text, str): raise ValueError(f"choices[0].message.content is {_what(text)}, not a string")
+    finish = ch.get('finish_reason')
+    if finish is not None and not isinstance(finish, str): raise ValueError(f"choices[0].finish_reason is {_what(finish)}, not a string")
+    usage = out.get('usage')
+    if usage is None: usage = {}
+    if not isinstance(usage, dict): raise ValueError(f"usage is {_what(usage)}, not an object")
+    n = {}
+    for k in ('prompt_tokens', 'completion_tokens'):
+        v = usage.get(k)
+        if v is None: v = 0
+        if isinstance(v, float) and v.is_integer(): v = int(v)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0: raise ValueError(f"usage.{k} is {_what(v)}, not a count of tokens")
+        n[k] = v
+    return Choice(text, finish, n['completion_tokens'], n['prompt_tokens'], seconds, _openai_logprobs(ch.get('logprobs')), sample)
 
 # %% ../nbs/02a_backends.ipynb #52e11eef
 class _Retryable(Exception):
@@ -278,7 +451,7 @@ class OpenAIBackend(Backend):
                  revision:str|None=None, # model revision, part of the identity
                  api_key_env:str='OPENAI_API_KEY', # environment variable holding the API key (optional for local servers)
                  concurrency:int=8, # requests in flight
-                 timeout:float=120, # seconds per HTTP request
+                 timeout:float=120, # seconds for a whole HTTP request: connecting, sending and the complete reply (a trickled reply is cut off)
                  max_retries:int=5, # retries on timeouts, connection errors, 408, 409, 429 and 5xx (never on other 4xx)
                  backoff:float=0.5, # first backoff in seconds (doubles, with jitter, capped at 30 s; a Retry-After header wins, up to 120 s)
                  constraint_style:str='auto', # which request fields beyond OpenAI's are sent: 'auto' (ask the server), 'vllm', 'llamacpp', 'strict' or 'none'
@@ -302,11 +475,11 @@ class OpenAIBackend(Backend):
     def _probe(self):
         "(kind, how, final) from the server's model list: vLLM says `owned_by: vllm`, llama.cpp's server `llamacpp`, OpenAI `openai`/`system`."
         if re.match(r'^https?://api\.openai\.com(:\d+)?(/|$)', self.base_url): return 'strict', 'api.openai.com', True
-        req = urllib.request.Request(f'{self.base_url}/models', headers=self._headers())
-        try:
-            with urllib.request.urlopen(req, timeout=min(self.timeout, 10)) as resp: out = json.loads(resp.read())
-        except urllib.error.HTTPError as e: return 'unknown', f'GET /models: HTTP {e.code}', True
+        try: code, _, raw = _fetch(f'{self.base_url}/models', headers=self._headers(), timeout=min(self.timeout, 10))
+        except _TooLarge: return 'unknown', 'GET /models: reply too large', True
         except (http.client.HTTPException, OSError) as e: return 'unknown', self.redact(f'GET /models: {type(e).__name__}'), False
+        if code >= 300: return 'unknown', f'GET /models: HTTP {code}', True           # a redirect included: never followed
+        try: out = json.loads(raw)
         except ValueError: return 'unknown', 'GET /models: not JSON', True
         data = [d for d in (out.get('data') if isinstance(out, dict) else None) or [] if isinstance(d, dict)]
         mine = [d for d in data if d.get('id') == self.model] or data
@@ -364,32 +537,45 @@ class OpenAIBackend(Backend):
         with self._lock: msgs, self._pending = self._pending, []
         for m in msgs: warnings.warn(m, stacklevel=3)
     def redact(self, text)->str:
-        "`text` with the configured API key (and any bearer token) removed: server messages are copied into rows, logs and notebooks."
-        text = str(text); key = os.environ.get(self.api_key_env)
-        if key: text = text.replace(key, '[REDACTED]')
+        "`text` without the API key or any piece of it (MIN_SECRET_PIECE characters or more), `Authorization` header values and bearer tokens: server messages are copied into rows, logs and notebooks."
+        text = redact_secret(text, os.environ.get(self.api_key_env))
+        text = re.sub(r'(?i)\b(authorization["\']?\s*[:=]\s*["\']?)[^\r\n"\']+', r'\1[REDACTED]', text)
         return re.sub(r'(?i)(bearer\s+)[^\s"\',]+', r'\1[REDACTED]', text)
+    def _unecho(self, ch:Choice)->Choice:
+        "`ch` with every piece of the API key the model wrote (text and logprob tokens) replaced by [REDACTED], before it is returned or cached."
+        key = os.environ.get(self.api_key_env)
+        if not key or len(key) < MIN_SECRET_PIECE: return ch      # a placeholder key (vLLM's EMPTY): not looked for in replies
+        r = lambda s: s if s is None else redact_secret(s, key)
+        text = r(ch.text); lps = [dict(t, token=r(t['token']), top=[[r(a), l] for a, l in t['top']]) for t in ch.logprobs or []] or ch.logprobs
+        if text != ch.text or lps != ch.logprobs:
+            self._say('echo', f"{self.base_url}: a reply contained a piece of the API key (${self.api_key_env}); it was replaced by [REDACTED] before caching")
+            ch.text, ch.logprobs = text, lps
+        return ch
     def _post(self, body, index):
         url = f'{self.base_url}/chat/completions'
-        req = urllib.request.Request(url, data=json.dumps(body).encode(), method='POST', headers={'Content-Type': 'application/json', **self._headers()})
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp: raw = resp.read()
-        except urllib.error.HTTPError as e:
-            msg = e.read().decode(errors='replace')[:2000]
+        try: code, hdrs, raw = _fetch(url, json.dumps(body).encode(), {'Content-Type': 'application/json', **self._headers()}, self.timeout)
+        except _TooLarge as e: raise _Refused(str(e)) from None         # this request only: the same reply would come again
+        except (http.client.HTTPException, OSError) as e:    # URLError, the deadline, refused/reset connections
+            raise _Retryable(self.redact(f'{type(e).__name__}: {getattr(e, "reason", e)}')) from None
+        if 300 <= code < 400:
+            where = self.redact(hdrs.get('Location') or 'nowhere (no Location)')
+            raise _Refused(f"HTTP {code}: the server redirects to {where}; redirects are never followed (the API key would go along): "
+                           "set base_url to the address that answers", code, '')
+        if code >= 300:
+            msg = raw.decode(errors='replace')
             try:
                 err = json.loads(msg).get('error', msg)
                 msg = err.get('message', msg) if isinstance(err, dict) else err
             except (ValueError, AttributeError): pass
-            msg = self.redact(msg)
-            if e.code in RETRY_STATUS or e.code >= 500: raise _Retryable(f'HTTP {e.code}: {msg}', _retry_after(e.headers.get('Retry-After'))) from None
-            raise _Refused(f'HTTP {e.code}: {msg}', e.code, msg) from None
-        except (http.client.HTTPException, OSError) as e:    # URLError, timeouts, refused/reset connections
-            raise _Retryable(self.redact(f'{type(e).__name__}: {getattr(e, "reason", e)}')) from None
+            msg = self.redact(msg)[:MAX_ERROR_CHARS]              # redacted whole, then cut: no cut leaves a piece of the key
+            if code in RETRY_STATUS or code >= 500: raise _Retryable(f'HTTP {code}: {msg}', _retry_after(hdrs.get('Retry-After')))
+            raise _Refused(f'HTTP {code}: {msg}', code, msg)
         try: out = json.loads(raw)
         except ValueError: out = None
         choices = out.get('choices') if isinstance(out, dict) else None
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             what = 'not JSON' if out is None else ('no choices' if isinstance(out, dict) and not choices else 'unexpected JSON')
-            raise BackendError(f"{url}: malformed response to request {index} ({what}): {self.redact(raw[:200].decode(errors='replace'))!r}")
+            raise BackendError(self.redact(f"{url}: malformed response to request {index} ({what}): {self.redact(raw.decode(errors='replace'))[:200]!r}"))
         return out
     def _send(self, body, job):
         "POST one body with the retry policy: the response and its seconds (`_Refused` for a non-retryable status)."
@@ -415,7 +601,7 @@ class OpenAIBackend(Backend):
         if need:
             with self._lock: self.compat['refused'] += 1
         why = f' ({need} needs a vLLM server)' if need else ''
-        return Choice('', 'error', sample=job.sample, error=f'{self.base_url} refused request {job.index}: {e}{why}')
+        return Choice('', 'error', sample=job.sample, error=self.redact(f'{self.base_url} refused request {job.index}: {e}{why}'))
     def _one(self, job):
         r = job.request; kind = self._kind if self.constraint_style == 'auto' else None
         if kind == 'strict' and _vendor_need(r):           # learnt while this batch ran: not sent again
@@ -438,9 +624,10 @@ class OpenAIBackend(Backend):
             with self._lock: self.compat['unconstrained'] += 1
             self._say('unconstrained', f"{self.base_url} cannot enforce choice=: such requests are generated unconstrained and the caller "
                                        "parses the reply (counted in backend.compat['unconstrained'])")
-        ch = out['choices'][0]; usage = out.get('usage') or {}
-        return Choice((ch.get('message') or {}).get('content') or '', ch.get('finish_reason'), usage.get('completion_tokens', 0),
-                      usage.get('prompt_tokens', 0), dt, _openai_logprobs(ch.get('logprobs')), job.sample)
+        try: return self._unecho(_reply_choice(out, dt, job.sample))
+        except ValueError as e:            # this request only: recorded on its row, never cached, asked again by the next run
+            return Choice('', 'error', sample=job.sample,
+                          error=self.redact(f'{self.base_url}/chat/completions: malformed response to request {job.index} ({e})'))
     def run_jobs(self, jobs, progress=True):
         if self.constraint_style == 'auto' and any(_uses_vendor(j.request) for j in jobs): self.server_kind()   # known before the first body
         with ThreadPoolExecutor(self.concurrency) as pool:
