@@ -181,3 +181,22 @@ def test_no_payload_runs_in_the_browser(hostile_site, browser, page):
     assert r['pwned'] is None and r['title'] != 'pwned', (page, r['pwned'], r['title'])
     assert not r['on'] and not r['js'] and r['scripts'] == 0, (page, r['on'][:5], r['js'][:5], r['scripts'])
     assert 'onerror=' in r['text'], page          # the payloads are on the page, as text a reader sees
+
+# ---- the markdown that report writes: a name stays in its cell, a caption in its comment ----
+
+def test_a_hostile_name_stays_in_its_table_cell_and_caption(tmp_outputs):
+    import re
+    from judgelab.report import save_table, save_text, _caption
+    model = 'org/a|b\n| c | d |'
+    caption = f'scores of {model} --> {IMG}\nsecond line'
+    csv, md, _ = save_table(pd.DataFrame(dict(judge=['geval', 'geval'], model=[model, 'gpt-4o'], score=[1.0, 2.0])), 'hostile', caption=caption)
+    lines = md.read_text().splitlines()
+    assert len(lines) == 5, lines                                       # caption, header, rule, two rows
+    cells = lambda l: len(re.split(r'(?<!\\)\|', l))
+    assert len({cells(l) for l in lines[1:]}) == 1, lines              # every row has the header's columns
+    assert lines[0].startswith('<!--') and lines[0].count('-->') == 1 and lines[0].endswith('-->'), lines[0]
+    assert _caption(md) == ' '.join(caption.splitlines())               # read back as written, on one line
+    h = S.table_html(md.read_text())
+    assert h.count('<td') == 2 * cells(lines[1]) - 4 and not _unsafe(h), h   # two rows of the header's cells (the outer pipes split off empty ends)
+    (t,) = save_text('**x**', 'hostile_text', caption=caption)
+    assert t.read_text().splitlines()[1] == '**x**' and _caption(t) == ' '.join(caption.splitlines())
