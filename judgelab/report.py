@@ -20,8 +20,9 @@ from .core import paths, record_manifest, sha256_file, _rel
 __all__ = ['MIN_FONT', 'MIN_ANNOT', 'DATASET_LABELS', 'MODEL_LABELS', 'PROMPT_LABELS', 'NA_COLOR', 'HEADERS', 'DIM_COLUMNS',
            'set_style', 'small_text', 'dataset_label', 'dim_label', 'model_label', 'prompt_label', 'judge_label',
            'heatmap', 'heatmap_note', 'add_note', 'ci_errorbar', 'header', 'latex_escape', 'judge_names',
-           'display_names', 'latex_table', 'save_table', 'save_figure', 'save_text', 'relpath', 'Report', 'run_dirs',
-           'run_outputs', 'run_id', 'run_judgment_files', 'collect_judgments', 'manifests', 'write_outputs_index']
+           'display_names', 'latex_table', 'md_cell', 'save_table', 'save_figure', 'save_text', 'relpath', 'Report',
+           'run_dirs', 'run_outputs', 'run_id', 'run_judgment_files', 'collect_judgments', 'manifests',
+           'write_outputs_index']
 
 # %% ../nbs/11_report.ipynb #651f85db
 MIN_FONT = 8      # points: the smallest text of a saved figure (tick labels, legends, notes)
@@ -277,6 +278,16 @@ def latex_table(df:pd.DataFrame, # the table (ids already replaced by display na
         out.append('\n'.join(lines))
     return '\n\n'.join(out) + '\n'
 
+# %% ../nbs/11_report.ipynb #7a1c0e02
+def md_cell(x)->str:
+    "A value as one cell of a markdown table: `|` escaped, line breaks made spaces."
+    return ' '.join(str(x).splitlines()).replace('|', '\\|') if isinstance(x, str) else x
+
+def _comment(caption)->str:
+    "The caption line of a .md: one line, an HTML comment no text ends early."
+    return '<!-- ' + ' '.join(str(caption).splitlines()).replace('--', '-&#45;') + ' -->\n'
+
+
 # %% ../nbs/11_report.ipynb #c6c0d047
 def _fmt(x, digits):
     if x is pd.NA or x is None: return '–'
@@ -303,8 +314,8 @@ def save_table(df:pd.DataFrame, # the table
     csv, md, tex = out/f'{name}.csv', out/f'{name}.md', out/f'{name}.tex'
     df.to_csv(csv, index=index)
     flat = df.reset_index() if index else df
-    shown = judge_names(flat).map(lambda x: _fmt(x, digits))
-    md.write_text((f'<!-- {caption} -->\n' if caption else '') + shown.to_markdown(index=False, disable_numparse=True) + '\n')
+    shown = judge_names(flat).map(lambda x: md_cell(_fmt(x, digits))).rename(columns=md_cell)
+    md.write_text((_comment(caption) if caption else '') + shown.to_markdown(index=False, disable_numparse=True) + '\n')
     tex.write_text(latex_table(display_names(flat, dataset), caption=caption, label=f'tab:{name}', digits=digits, max_cols=max_cols))
     record_manifest([csv, md, tex], notebook, parameters, inputs, {**(extra or {}), **({'caption': caption} if caption else {})})
     return [csv, md, tex]
@@ -332,7 +343,7 @@ def save_text(text:str, # markdown prose (computed from tables, never typed resu
     "Write generated prose as markdown (the README includes it), and record it in the manifest."
     out = Path(out_dir or paths.tables); out.mkdir(parents=True, exist_ok=True)
     md = out/f'{name}.md'
-    md.write_text((f'<!-- {caption} -->\n' if caption else '') + text.strip() + '\n')
+    md.write_text((_comment(caption) if caption else '') + text.strip() + '\n')
     record_manifest([md], notebook, parameters, inputs, extra)
     return [md]
 
@@ -423,7 +434,7 @@ def collect_judgments(dataset, # a dataset name or `judgelab.data.Dataset`
 def _caption(p:Path)->str:
     if p.suffix == '.md' and p.exists():
         first = p.read_text().split('\n', 1)[0]
-        if first.startswith('<!--'): return first[4:].rstrip('- >').strip()
+        if first.startswith('<!--'): return first[4:].rstrip('- >').strip().replace('-&#45;', '--')
     return ''
 
 def manifests(root:Path|None=None)->list:
@@ -469,7 +480,7 @@ def write_outputs_index(manifest=None, # a manifest file, or a list of them (def
             lines += [f'### `{os.path.relpath(abs_(folder), out.parent)}/`', '', '| artifact | files | caption | made by | commit |', '|---|---|---|---|---|']
             for e in es:
                 if e['folder'] != folder: continue
-                cap = e['caption'].replace('|', '\\|')
+                cap = md_cell(e['caption'])
                 lines.append(f"| {e['name']} | {e['files']} | {cap} | {e['made']} | {e['commit']} |")
             lines.append('')
     out.parent.mkdir(parents=True, exist_ok=True); out.write_text('\n'.join(lines) + '\n')

@@ -14,7 +14,9 @@ from nbconvert import HTMLExporter
 from nbconvert.exporters.templateexporter import TemplateExporter
 from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
-from nbconvert.filters.markdown_mistune import markdown2html_mistune
+from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
+import bleach, bs4
+from bleach.css_sanitizer import CSSSanitizer
 from pygments.formatters import HtmlFormatter
 from fastcore.docments import docments
 from PIL import Image
@@ -24,23 +26,69 @@ from .core import paths
 from .report import _caption
 
 # %% auto #0
-__all__ = ['SITE_CSS', 'NAV', 'MODULES', 'esc', 'markdown_html', 'table_html', 'site_artifacts', 'saving_cell', 'figure_caption',
-           'cff_citation', 'notebook_html', 'api_html', 'page_html', 'relink', 'evidence_html', 'build_site', 'main']
+__all__ = ['SITE_CSS', 'NAV', 'MODULES', 'esc', 'markdown_html', 'clean_html', 'safe_outputs', 'table_html', 'site_artifacts',
+           'saving_cell', 'figure_caption', 'cff_citation', 'notebook_html', 'api_html', 'page_html', 'relink',
+           'evidence_html', 'build_site', 'main']
 
 # %% ../nbs/14_site.ipynb #a6d4ceb3
 def esc(s)->str:
     "HTML-escape `s` (quotes included)."
     return html.escape(str(s), quote=True)
 
-def markdown_html(text:str, # markdown
-                 )->str: # HTML
-    "Markdown to HTML with nbconvert's renderer (tables, code, inline HTML kept; math left as written)."
-    return markdown2html_mistune(text)
+class _Renderer(IPythonRenderer):
+    "nbconvert's markdown renderer, but a `mermaid` code block is code like any other: nbconvert writes its text unescaped."
+    def block_mermaidjs(self, code:str)->str: return super().block_code(code)
 
-def _inline(text:str)->str:
+def markdown_html(text:str, # markdown
+                  raw_html:bool=False, # keep raw HTML: only for the project's own markdown (notebooks, templates, docstrings), never data
+                 )->str: # HTML
+    "Markdown to HTML with nbconvert's renderer (tables, code; math left as written): raw HTML escaped unless `raw_html`, harmful link URLs dropped."
+    return MarkdownWithMath(renderer=_Renderer(escape=not raw_html, allow_harmful_protocols=False)).render(text)
+
+def _inline(text:str, raw_html:bool=False)->str:
     "One line of markdown as inline HTML (no paragraph around it)."
-    h = markdown_html(text).strip()
+    h = markdown_html(text, raw_html).strip()
     return h[3:-4] if h.startswith('<p>') and h.endswith('</p>') and h.count('<p>') == 1 else h
+
+
+# %% ../nbs/14_site.ipynb #5e1f0a02
+_TAGS = {'a', 'abbr', 'b', 'blockquote', 'br', 'caption', 'code', 'col', 'colgroup', 'dd', 'del', 'details', 'div', 'dl', 'dt',
+         'em', 'h1', 'h2', 'h3', 'h4', 'h5', 'h6', 'hr', 'i', 'img', 'kbd', 'li', 'ol', 'p', 'pre', 'q', 's', 'samp', 'small',
+         'span', 'strong', 'sub', 'summary', 'sup', 'table', 'tbody', 'td', 'tfoot', 'th', 'thead', 'tr', 'u', 'ul', 'var'}
+_ATTRS = {'*': ['class', 'title', 'style'], 'a': ['href'], 'img': ['src', 'alt', 'width', 'height'], 'ol': ['start'],
+          'td': ['colspan', 'rowspan', 'align', 'valign'], 'th': ['colspan', 'rowspan', 'align', 'valign'], 'table': ['border']}
+_CSS = CSSSanitizer(allowed_css_properties=['text-align', 'vertical-align', 'font-weight', 'font-style', 'white-space', 'color',
+                                            'background-color', 'border', 'padding', 'width', 'max-width'])
+_DROP = ['script', 'style', 'template', 'iframe', 'object', 'embed', 'noscript', 'noembed', 'noframes', 'title', 'textarea', 'xmp', 'svg', 'math']
+
+def clean_html(h:str, # HTML from data (a notebook output)
+              )->str: # the same markup without anything that runs, loads or restyles
+    "Untrusted HTML sanitized by bleach: allowed tags and attributes only, http(s)/mailto links, scripts and styles removed with their content."
+    soup = bs4.BeautifulSoup(h, 'html.parser')
+    for t in soup(_DROP): t.decompose()
+    return bleach.clean(str(soup), tags=_TAGS, attributes=_ATTRS, protocols={'http', 'https', 'mailto'}, css_sanitizer=_CSS,
+                        strip=True, strip_comments=True)
+
+
+# %% ../nbs/14_site.ipynb #5e1f0a05
+_KEEP = {'text/plain', 'image/png', 'image/jpeg', 'image/svg+xml', 'text/latex'}   # the template escapes or base64-encodes these
+
+def _text(v)->str: return ''.join(v) if isinstance(v, list) else str(v)
+
+def safe_outputs(nb, # a notebook (nbformat node), changed in place
+                )->object: # the same notebook
+    "`nb` with outputs fit for a page: HTML cleaned, markdown rendered with its raw HTML escaped, scripts and widgets dropped."
+    nb.metadata.pop('widgets', None)
+    for c in nb.cells:
+        for o in c.get('outputs', []):
+            if 'data' not in o: continue
+            d = {k: v for k, v in o.data.items() if k in _KEEP}
+            if 'text/html' in o.data: d['text/html'] = clean_html(_text(o.data['text/html']))
+            elif 'text/markdown' in o.data: d['text/html'] = markdown_html(_text(o.data['text/markdown']))
+            o.data = nbformat.from_dict(d)
+            o.metadata = nbformat.from_dict({k: v for k, v in o.get('metadata', {}).items() if k in ('image/png', 'image/jpeg')})
+    return nb
+
 
 # %% ../nbs/14_site.ipynb #d968b5de
 def table_html(md:str, # a table's markdown, as `save_table` writes it (caption comment first)
@@ -202,10 +250,11 @@ def _exporter()->HTMLExporter:
 def notebook_html(path:Path, # an .ipynb
                   kind:str='run', # 'run': as executed; 'lib': a library notebook shown as nbdev's docs show it
                  )->str: # the cells as HTML (no page frame)
-    "One notebook's cells as HTML (nbconvert's `basic` template, outputs included)."
+    "One notebook's cells as HTML (nbconvert's `basic` template, outputs included and made safe by `safe_outputs`)."
     if kind not in ('run', 'lib'): raise ValueError(f"kind must be 'run' or 'lib', not {kind!r}")
     nb = nbformat.read(path, as_version=4)
     if kind == 'lib': nb = _lib_cells(nb)
+    safe_outputs(nb)
     body, _ = _exporter().from_notebook_node(nb)
     return body
 
@@ -263,13 +312,13 @@ def _doc_block(name, obj, level=2, anchor=None)->str:
     kind = 'class' if inspect.isclass(obj) else 'function' if callable(obj) else type(obj).__name__
     head = f'<h{level} id="{esc(anchor or name)}"><code>{esc(name)}</code> <span class="badge">{esc(kind)}</span></h{level}>'
     if not callable(obj):
-        return head + f'<p>An instance of <code>{esc(type(obj).__name__)}</code>.</p>' + (markdown_html(inspect.getdoc(type(obj)) or '') if type(obj).__module__.startswith('judgelab') else '')
-    return head + f'<pre class="sig">{esc(_sig(name, obj))}</pre>' + (markdown_html(doc) if doc else '') + _params_table(obj)
+        return head + f'<p>An instance of <code>{esc(type(obj).__name__)}</code>.</p>' + (markdown_html(inspect.getdoc(type(obj)) or '', raw_html=True) if type(obj).__module__.startswith('judgelab') else '')
+    return head + f'<pre class="sig">{esc(_sig(name, obj))}</pre>' + (markdown_html(doc, raw_html=True) if doc else '') + _params_table(obj)
 
 def api_html(mod, # a judgelab module
             )->str: # HTML (no page frame)
     "The API reference of a module: every name of `__all__` with signature, docstring and parameter table."
-    parts = [markdown_html(inspect.getdoc(mod) or '')]
+    parts = [markdown_html(inspect.getdoc(mod) or '', raw_html=True)]
     for name in getattr(mod, '__all__', []):
         obj = getattr(mod, name)
         parts.append(f'<section class="api">{_doc_block(name, obj)}')
@@ -630,7 +679,7 @@ def _index_html(c, max_rows:int)->tuple:
     summ, desc = _description(c.root)
     k = lambda *kinds: sum(a['kind'] in kinds for a in c.arts)
     b = [f'<h1>{esc(title)}</h1>', f'<p class="lead">{esc(summ)}</p>' if summ else '',
-         f'<div class="prose">{markdown_html(desc)}</div>' if desc else '', f'<div class="callout">{evidence_html(c.arts, c.runs)}</div>',
+         f'<div class="prose">{markdown_html(desc, raw_html=True)}</div>' if desc else '', f'<div class="callout">{evidence_html(c.arts, c.runs)}</div>',
          '<h2 id="contents">Contents</h2><ul class="toc">'
          f'<li><a href="#findings">Findings</a> ({k("text")} texts, {sum(a["kind"] == "table" and "headline" in a["name"] for a in c.arts)} headline tables)</li>'
          f'<li><a href="#figures">Figures</a> ({k("figure")})</li>'
@@ -641,7 +690,7 @@ def _index_html(c, max_rows:int)->tuple:
          + ''.join(f'<li><a href="#run-{_slug(r["id"])}">{esc(r["id"])}</a></li>' for r in c.runs) + '</ul>']
     for e in c.exps:
         t, s = c.exp_title[e]
-        b.append(f'<h3 id="exp-{_slug(e)}">{esc(t or e)}</h3>' + (f'<div class="prose meta">{markdown_html(s)}</div>' if s else ''))
+        b.append(f'<h3 id="exp-{_slug(e)}">{esc(t or e)}</h3>' + (f'<div class="prose meta">{markdown_html(s, raw_html=True)}</div>' if s else ''))
         b += [_run_html(c, r, max_rows) for r in c.exp_runs[e]]
     if cit: b.append(_cite_html(cit))
     return title, '\n'.join(x for x in b if x)
@@ -665,7 +714,7 @@ def _lib_head(p:Path, mod:str|None, api:str|None)->str:
             f'<p class="meta">Source notebook <code>nbs/{esc(p.name)}</code>, shown as nbdev\'s docs show it: hidden cells left out, exported cells marked.</p></div>')
 
 def _lib_index(lib_nbs:list, apis:dict)->str:
-    rows = ''.join(f'<tr><td><code>{esc(p.name)}</code></td><td><strong>{esc(t)}</strong><br><span class="meta">{_inline(s)}</span></td>'
+    rows = ''.join(f'<tr><td><code>{esc(p.name)}</code></td><td><strong>{esc(t)}</strong><br><span class="meta">{_inline(s, raw_html=True)}</span></td>'
                    f'<td>{f"<code>judgelab.{esc(mod)}</code>" if mod else ""}</td><td><a href="{p.stem}.html">notebook</a>'
                    + (f' · <a href="../{apis[mod]}">API</a>' if mod in apis else '') + '</td></tr>' for p, mod, t, s in lib_nbs)
     return ('<h1>Library</h1><p class="lead">The <code>judgelab</code> package is exported from these notebooks (nbdev): each '
