@@ -104,6 +104,9 @@ def _import_row(line:bytes, allow_unchecksummed:bool=False)->tuple:
     return (r['key'], r['model'], r['request'], r['choice'], r.get('backend'), r['created'], cs)
 
 # %% ../nbs/02b_cache.ipynb #500fdb77
+_COLUMNS = 'key, model, request, choice, backend, created, checksum'    # named in every INSERT: a process that read the table before
+                                                                    # another added `checksum` then re-reads it instead of failing
+
 class GenerationCache:
     "Content-addressed SQLite store of generated samples (WAL mode, safe across processes); every read is verified."
     def __init__(self, path:str|Path|None=None, # default: outputs/cache/generations.sqlite
@@ -204,7 +207,7 @@ class GenerationCache:
         req = canonical_json(dict(messages=request.messages, sampling=request.sampling(), seed=request.seed, sample=choice.sample))
         ch = choice.to_json(); verb = 'INSERT OR REPLACE' if key in self.rejected else 'INSERT OR IGNORE'
         with self._guard():
-            cur = self.conn().execute(f'{verb} INTO generations VALUES (?, ?, ?, ?, ?, ?, ?)',
+            cur = self.conn().execute(f'{verb} INTO generations ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)',
                                       (key, model, req, ch, backend, datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
                                        row_checksum(key, model, req, ch)))
             lost = cur.rowcount == 0        # ignored: another process stored this key since the lookup
@@ -263,7 +266,7 @@ class GenerationCache:
             c = self.conn(); c.execute('BEGIN IMMEDIATE')     # all rows or none; a failure rolls back (`_guard`)
             broken = {k for k, why, _ in self._stored(r[0] for r in rows.values()) if why}
             for i, row in rows.items():
-                try: n += c.execute(f"INSERT OR {'REPLACE' if row[0] in broken else 'IGNORE'} INTO generations VALUES (?, ?, ?, ?, ?, ?, ?)", row).rowcount
+                try: n += c.execute(f"INSERT OR {'REPLACE' if row[0] in broken else 'IGNORE'} INTO generations ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)", row).rowcount
                 except (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError, sqlite3.DataError, ValueError, TypeError) as e:
                     raise CacheImportError(f"{path}: line {i} cannot be stored ({type(e).__name__}: {e}); nothing imported, "
                                            f"the cache {self.path} is unchanged") from None

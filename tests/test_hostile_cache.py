@@ -98,3 +98,36 @@ def test_an_unreadable_row_is_a_miss_regenerated_and_listed(tmp_path, col, value
     assert 'unreadable stored row' in str(w[0].message)
     assert cache.verify() == {} and cache.get_many([k])[k].text == truth[2]     # regenerated and overwritten
     assert cache.export(tmp_path/'x.jsonl') == 3
+
+# --- the migration of a cache made before checksums, by two openers at once -----------------------------------------
+
+def _old_cache(p, n):
+    import sqlite3
+    from judgelab.cache import canonical_json
+    c = sqlite3.connect(p)
+    c.execute('CREATE TABLE generations (key TEXT PRIMARY KEY, model TEXT NOT NULL, request TEXT NOT NULL, choice TEXT NOT NULL, backend TEXT, created TEXT NOT NULL)')
+    c.execute('CREATE INDEX generations_model ON generations(model)')
+    for r in _reqs(n):
+        req = canonical_json(dict(messages=r.messages, sampling=r.sampling(), seed=r.seed, sample=0))
+        c.execute('INSERT INTO generations VALUES (?, ?, ?, ?, ?, ?)', (request_key('echo@1', r), 'echo@1', req, Choice('old').to_json(), 'echo', 'then'))
+    c.commit(); c.close()
+
+def test_two_openers_of_an_old_cache_both_write_after_one_migrated_it(tmp_path):
+    # before (the first version of the migration): the opener that read the table before the other added the checksum
+    # column failed every put with "table generations has 6 columns but 7 values were supplied"
+    import sqlite3, threading, time
+    p = tmp_path/'old.sqlite'; _old_cache(p, 50)
+    gate = sqlite3.connect(p, isolation_level=None); gate.execute('PRAGMA journal_mode=WAL'); gate.execute('BEGIN IMMEDIATE')
+    out, reqs = {}, _reqs(50)
+    def opener(w):      # reads the table as it is, then waits for the write lock to migrate (as another process would)
+        try:
+            c = GenerationCache(p); r = Request([{'role': 'user', 'content': f'opener {w}'}])
+            c.put(request_key('echo@1', r), 'echo@1', r, Choice(f'{w}')); out[w] = len(c.get_many([request_key('echo@1', q) for q in reqs]))
+        except Exception as e: out[w] = f'{type(e).__name__}: {e}'
+    ts = [threading.Thread(target=opener, args=(w,)) for w in range(2)]
+    for t in ts: t.start()
+    time.sleep(0.5); gate.execute('ROLLBACK'); gate.close()             # both have read the old table by now
+    for t in ts: t.join(30)
+    assert out == {0: 50, 1: 50}, out
+    c = GenerationCache(p); assert len(c) == 52 and c.verify() == {}
+    assert c.conn().execute('SELECT COUNT(*) FROM generations WHERE checksum IS NULL').fetchone()[0] == 0
