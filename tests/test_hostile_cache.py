@@ -35,7 +35,8 @@ r = Request([{'role': 'user', 'content': 'other process'}]); c.put(request_key('
 
 @pytest.mark.parametrize('bad', [dict(backend={'name': 'echo'}), dict(created=None), dict(created='\ud800')])
 def test_a_failed_import_rolls_back_and_names_the_file_not_the_cache(tmp_path, bad):
-    # before: CacheCorruptError ("move it aside") about a healthy cache, or a raw UnicodeEncodeError; the transaction
+    # before: CacheCorruptError ("move it aside") about a healthy cache, or a raw UnicodeEncodeError (a null `created` was
+    # silently dropped by INSERT OR IGNORE); the transaction
     # stayed open, so later puts were never committed and another process got "database is locked"
     src = GenerationCache(tmp_path/'src.sqlite'); _texts(src, _reqs(3)); src.export(tmp_path/'x.jsonl')
     rows = [json.loads(l) for l in (tmp_path/'x.jsonl').read_text().splitlines()]
@@ -113,8 +114,9 @@ def _old_cache(p, n):
     c.commit(); c.close()
 
 def test_two_openers_of_an_old_cache_both_write_after_one_migrated_it(tmp_path):
-    # before (the first version of the migration): the opener that read the table before the other added the checksum
-    # column failed every put with "table generations has 6 columns but 7 values were supplied"
+    # before: the second opener failed with "duplicate column name: checksum" (both added the column); with the first
+    # version of the migration, every put of the opener that read the table before the other added the column failed
+    # with "table generations has 6 columns but 7 values were supplied"
     import sqlite3, threading, time
     p = tmp_path/'old.sqlite'; _old_cache(p, 50)
     gate = sqlite3.connect(p, isolation_level=None); gate.execute('PRAGMA journal_mode=WAL'); gate.execute('BEGIN IMMEDIATE')
