@@ -36,8 +36,8 @@ r = Request([{'role': 'user', 'content': 'other process'}]); c.put(request_key('
 @pytest.mark.parametrize('bad', [dict(backend={'name': 'echo'}), dict(created=None), dict(created='\ud800')])
 def test_a_failed_import_rolls_back_and_names_the_file_not_the_cache(tmp_path, bad):
     # before: CacheCorruptError ("move it aside") about a healthy cache, or a raw UnicodeEncodeError (a null `created` was
-    # silently dropped by INSERT OR IGNORE); the transaction
-    # stayed open, so later puts were never committed and another process got "database is locked"
+    # silently dropped by INSERT OR IGNORE); the transaction stayed open, so later puts were never committed and another
+    # process got "database is locked"
     src = GenerationCache(tmp_path/'src.sqlite'); _texts(src, _reqs(3)); src.export(tmp_path/'x.jsonl')
     rows = [json.loads(l) for l in (tmp_path/'x.jsonl').read_text().splitlines()]
     _write(tmp_path/'x.jsonl', rows[:2] + [{**rows[2], **bad}])
