@@ -4,14 +4,14 @@
 
 # %% ../nbs/02b_cache.ipynb #d3e6a49e
 from __future__ import annotations
-import os, json, gzip, sqlite3, hashlib, datetime, threading, time, contextlib, warnings
+import os, json, gzip, zlib, sqlite3, hashlib, datetime, threading, time, contextlib, warnings
 from pathlib import Path
 from .core import paths
 from .llm import Backend, Choice, Completion, Request, Job, assemble, BackendError, sample_seed
 
 # %% auto #0
 __all__ = ['canonical_json', 'request_key', 'stored_key', 'row_checksum', 'CacheMissError', 'CacheCorruptError',
-           'CacheImportError', 'GenerationCache', 'CachedBackend']
+           'CacheImportError', 'stored_choice', 'GenerationCache', 'CachedBackend']
 
 # %% ../nbs/02b_cache.ipynb #5c4b9a28
 def canonical_json(obj)->str:
@@ -42,11 +42,70 @@ def row_checksum(key:str, model:str, request:str, choice:str)->str:
 # %% ../nbs/02b_cache.ipynb #ac063e33
 class CacheMissError(RuntimeError): "Replay mode met requests that are not in the cache."
 class CacheCorruptError(RuntimeError): "The cache file is not a readable SQLite database."
-class CacheImportError(ValueError): "An exported file holds rows whose key does not match their request, or malformed rows."
+class CacheImportError(ValueError): "An exported file could not be imported (rows that do not verify, malformed rows, an unreadable file); nothing was imported."
 
 def _recover(path)->str:
     return (f"Move it aside (mv {path} {path}.corrupt) and rerun: the runs then regenerate what they need (or import an "
             f"exported copy with `GenerationCache.import_`). Commands that generate nothing do not open the cache.")
+
+# %% ../nbs/02b_cache.ipynb #5b8de688
+def _text(b:bytes)->str|bytes:
+    "A TEXT value read from SQLite: str, or the raw bytes when they are not valid UTF-8."
+    try: return b.decode('utf-8')
+    except UnicodeDecodeError: return b
+
+# %% ../nbs/02b_cache.ipynb #a954bb4c
+_num = (int, float, type(None))         # a server may report no token counts
+_SAMPLE_FIELDS = dict(text=str, finish_reason=(str, type(None)), completion_tokens=_num, prompt_tokens=_num, seconds=_num,
+                      logprobs=(list, type(None)), sample=int, error=type(None))
+
+def stored_choice(choice:str, # a row's stored sample (`Choice.to_json`)
+                  key:str|None=None)->Choice:
+    "The sample a row stores; ValueError saying what is wrong when it is not a well-formed sample that may be served."
+    d = json.loads(choice)
+    if not isinstance(d, dict): raise ValueError(f'the stored sample is a JSON {type(d).__name__}, not an object')
+    if 'text' not in d: raise ValueError("the stored sample has no 'text'")
+    for f, v in d.items():
+        if f not in _SAMPLE_FIELDS: raise ValueError(f'the stored sample has an unknown field {f!r}')
+        if not isinstance(v, _SAMPLE_FIELDS[f]):
+            raise ValueError(f'the stored sample\'s {f!r} is {"set" if f == "error" else "a " + type(v).__name__}')
+    return Choice(**d, cached=True, key=key)
+
+# %% ../nbs/02b_cache.ipynb #413d2830
+_SCHEMA = 2     # PRAGMA user_version from which every stored row carries its checksum: a row without one was altered
+
+def _name(key)->str: return key if isinstance(key, str) else repr(key)
+
+def _unicode(s:str)->bool:
+    "Whether `s` can be stored as UTF-8 (JSON can carry lone surrogates, which SQLite cannot take)."
+    try: s.encode('utf-8'); return True
+    except UnicodeEncodeError: return False
+
+def _import_row(line:bytes, allow_unchecksummed:bool=False)->tuple:
+    "One line of an exported file as the row to store; ValueError saying why it is refused."
+    try: r = json.loads(line.decode('utf-8'))
+    except (ValueError, RecursionError) as e: raise ValueError(f'malformed row ({type(e).__name__}: {e})') from None
+    if not isinstance(r, dict): raise ValueError(f'malformed row (a JSON {type(r).__name__}, not an object)')
+    for f, t in dict(key=str, model=str, request=str, choice=str, created=str, backend=(str, type(None))).items():
+        v = r.get(f)
+        if not isinstance(v, t): raise ValueError(f"malformed row ({f!r} is {'missing' if f not in r else 'null' if v is None else 'a ' + type(v).__name__ + ', not a string'})")
+        if isinstance(v, str) and not _unicode(v): raise ValueError(f'malformed row ({f!r} is not valid Unicode text)')
+    k = r['key'][:16]
+    try: ok = stored_key(r['model'], r['request']) == r['key']
+    except Exception as e: raise ValueError(f'key {k}: unreadable request ({type(e).__name__}: {e})') from None     # whatever it holds
+    if not ok: raise ValueError(f'key {k} does not match its request')
+    cs = row_checksum(r['key'], r['model'], r['request'], r['choice'])
+    if r.get('checksum') is None:
+        if not allow_unchecksummed: raise ValueError(f'key {k}: no checksum (the row was edited, or exported before exports carried '
+                                                     f'checksums: export it again, or pass allow_unchecksummed=True if you trust the file)')
+    elif r['checksum'] != cs: raise ValueError(f'key {k}: checksum mismatch (the row was edited after it was exported)')
+    try: stored_choice(r['choice'])
+    except ValueError as e: raise ValueError(f'key {k}: {e}') from None
+    return (r['key'], r['model'], r['request'], r['choice'], r.get('backend'), r['created'], cs)
+
+# %% ../nbs/02b_cache.ipynb #500fdb77
+_COLUMNS = 'key, model, request, choice, backend, created, checksum'    # named in every INSERT: a process that read the table before
+                                                                    # another added `checksum` then re-reads it instead of failing
 
 class GenerationCache:
     "Content-addressed SQLite store of generated samples (WAL mode, safe across processes); every read is verified."
@@ -55,28 +114,50 @@ class GenerationCache:
                 ):
         self.path = Path(path) if path else paths.cache/'generations.sqlite'
         self._local = threading.local(); self.rejected = {}     # key -> why a stored row was not served
+        self._legacy, self._cs = False, 'checksum'      # a read-only cache from before checksums: a row without one is checked by its key alone
         if read_only is None: read_only = self.path.exists() and not (os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK))
         if read_only and not self.path.exists(): raise FileNotFoundError(f"no generation cache {self.path} to open read-only")
         self.read_only = read_only
         if not self.read_only: self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._guard():
             c = self.conn()
-            if self.read_only: c.execute('SELECT COUNT(*) FROM generations').fetchone(); return
+            if self.read_only:
+                c.execute('SELECT COUNT(*) FROM generations').fetchone()
+                self._legacy = c.execute('PRAGMA user_version').fetchone()[0] < _SCHEMA
+                if 'checksum' not in {r[1] for r in c.execute('PRAGMA table_info(generations)')}: self._cs = 'NULL'    # not even the column
+                return
             c.execute('CREATE TABLE IF NOT EXISTS generations (key TEXT PRIMARY KEY, model TEXT NOT NULL, request TEXT NOT NULL, '
                       'choice TEXT NOT NULL, backend TEXT, created TEXT NOT NULL, checksum TEXT)')
             c.execute('CREATE INDEX IF NOT EXISTS generations_model ON generations(model)')
-            if 'checksum' not in {r[1] for r in c.execute('PRAGMA table_info(generations)')}:   # a cache made before checksums
-                c.execute('ALTER TABLE generations ADD COLUMN checksum TEXT')
+            if c.execute('PRAGMA user_version').fetchone()[0] < _SCHEMA: self._migrate(c)
+    def _migrate(self, c):
+        "Once per file: give each row stored before checksums its checksum if its key still matches its request (the check such rows had), then mark the file, so that from now on a row without a checksum is never served."
+        c.execute('BEGIN IMMEDIATE')                # one process migrates; the others wait, then find it done
+        if c.execute('PRAGMA user_version').fetchone()[0] < _SCHEMA:
+            if 'checksum' not in {r[1] for r in c.execute('PRAGMA table_info(generations)')}: c.execute('ALTER TABLE generations ADD COLUMN checksum TEXT')
+            self._legacy = True
+            try: fill = [(row_checksum(k, m, r, ch), k) for k, m, r, ch in c.execute('SELECT key, model, request, choice FROM generations WHERE checksum IS NULL')
+                         if not self._verified(k, m, r, ch, None)[0]]
+            finally: self._legacy = False
+            c.executemany('UPDATE generations SET checksum = ? WHERE key = ?', fill)
+            c.execute(f'PRAGMA user_version = {_SCHEMA}')
+        c.execute('COMMIT')
     @contextlib.contextmanager
     def _guard(self):
-        "sqlite's DatabaseError (a truncated or overwritten file) as one error naming the file and the way out."
+        "sqlite's errors naming the file: a file that is not a database (truncated, overwritten) as one `CacheCorruptError` with the way out; a transaction a failure left open is rolled back."
         try: yield
-        except sqlite3.OperationalError as e:       # locked past the busy timeout, or a folder that cannot be opened: not corruption
-            raise sqlite3.OperationalError(f"generation cache {self.path}: {e}") from None
-        except sqlite3.DatabaseError as e:
-            raise CacheCorruptError(f"The generation cache {self.path} cannot be read ({e}). {_recover(self.path)}") from None
+        except BaseException as e:
+            c = getattr(self._local, 'c', None)
+            if c is not None and c.in_transaction:
+                with contextlib.suppress(sqlite3.Error): c.execute('ROLLBACK')
+            if isinstance(e, sqlite3.OperationalError):     # locked past the busy timeout, or a folder that cannot be opened: not corruption
+                raise sqlite3.OperationalError(f"generation cache {self.path}: {e}") from None
+            if type(e) is sqlite3.DatabaseError:            # SQLite's own word for a file that is not, or no longer, a database
+                raise CacheCorruptError(f"The generation cache {self.path} cannot be read ({e}). {_recover(self.path)}") from None
+            if isinstance(e, sqlite3.Error): raise type(e)(f"generation cache {self.path}: {e}") from None
+            raise
     def conn(self):
-        "This thread's connection (WAL journal, 60 s busy timeout; a read-only file is opened immutable, for replay)."
+        "This thread's connection (WAL journal, 60 s busy timeout; a read-only file is opened immutable, for replay). Text that is not UTF-8 reads as bytes (an unreadable row, not a failed query)."
         c = getattr(self._local, 'c', None)
         if c is None:
             with self._guard():
@@ -86,27 +167,35 @@ class GenerationCache:
                 else:
                     c = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
                     c.execute('PRAGMA journal_mode=WAL'); c.execute('PRAGMA synchronous=NORMAL'); c.execute('PRAGMA busy_timeout=60000')
+                c.text_factory = _text
             self._local.c = c
         return c
-    def _verified(self, key, model, request, choice, checksum):
-        "Why a stored row cannot be served ('' when it can): its payload or its request changed since it was written."
-        if checksum is not None and checksum != row_checksum(key, model, request, choice): return 'checksum mismatch (the stored row was altered)'
+    def _verified(self, key, model, request, choice, checksum)->tuple:
+        "(why, sample): why a stored row cannot be served ('' when it can: then its sample), whatever the row holds."
+        for col, v in zip(('key', 'model', 'request', 'choice'), (key, model, request, choice)):
+            if not isinstance(v, str): return f'unreadable stored row ({col} is {"not UTF-8 text" if isinstance(v, bytes) else "a " + type(v).__name__})', None
+        if checksum is None:
+            if not self._legacy: return 'no checksum (the row was altered: every row is stored with one)', None
+        elif checksum != row_checksum(key, model, request, choice): return 'checksum mismatch (the stored row was altered)', None
         try: k = stored_key(model, request)
-        except (ValueError, KeyError, TypeError): return 'unreadable stored request'
-        return '' if k == key else 'the stored request does not give this key'
+        except Exception: return 'unreadable stored request', None      # whatever the stored text holds: not servable
+        if k != key: return 'the stored request does not give this key', None
+        try: return '', stored_choice(choice, key=key)
+        except (ValueError, RecursionError) as e: return f'unreadable stored sample ({e})', None
+    def _stored(self, keys):
+        "(key, why, sample) for each of `keys` present (why '' when it verifies), 500 keys a query."
+        keys = list(keys)
+        for s in range(0, len(keys), 500):
+            chunk = keys[s:s + 500]
+            for k, m, r, ch, cs in self.conn().execute(f"SELECT key, model, request, choice, {self._cs} FROM generations WHERE key IN ({','.join('?'*len(chunk))})", chunk).fetchall():
+                yield (k, *self._verified(k, m, r, ch, cs))
     def get_many(self, keys)->dict:
         "{key: Choice} for the keys present whose rows verify; a row that does not is a miss, with a warning naming its key."
-        out, keys, bad = {}, list(dict.fromkeys(keys)), {}
+        out, bad = {}, {}
         with self._guard():
-            for s in range(0, len(keys), 500):
-                chunk = keys[s:s + 500]
-                rows = self.conn().execute(f"SELECT key, model, request, choice, checksum FROM generations WHERE key IN ({','.join('?'*len(chunk))})", chunk).fetchall()
-                for k, m, r, ch, cs in rows:
-                    why = self._verified(k, m, r, ch, cs)
-                    if not why:
-                        try: out[k] = Choice.from_json(ch, key=k); continue
-                        except (ValueError, TypeError): why = 'unreadable stored sample'
-                    bad[k] = why
+            for k, why, choice in self._stored(dict.fromkeys(keys)):
+                if why: bad[k] = why
+                else: out[k] = choice
         if bad:
             self.rejected.update(bad)
             warnings.warn(f"generation cache {self.path}: {len(bad)} stored row(s) failed verification and are treated as misses "
@@ -118,7 +207,7 @@ class GenerationCache:
         req = canonical_json(dict(messages=request.messages, sampling=request.sampling(), seed=request.seed, sample=choice.sample))
         ch = choice.to_json(); verb = 'INSERT OR REPLACE' if key in self.rejected else 'INSERT OR IGNORE'
         with self._guard():
-            cur = self.conn().execute(f'{verb} INTO generations VALUES (?, ?, ?, ?, ?, ?, ?)',
+            cur = self.conn().execute(f'{verb} INTO generations ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)',
                                       (key, model, req, ch, backend, datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
                                        row_checksum(key, model, req, ch)))
             lost = cur.rowcount == 0        # ignored: another process stored this key since the lookup
@@ -138,41 +227,52 @@ class GenerationCache:
         "{model identity: entries}."
         with self._guard(): return dict(self.conn().execute('SELECT model, COUNT(*) FROM generations GROUP BY model').fetchall())
     def verify(self)->dict:
-        "Check every row: {key: why} for the rows that would not be served."
+        "Check every row: {key: why} for the rows that would not be served (a key that is not text is named by its repr)."
         with self._guard():
-            return {k: w for k, m, r, ch, cs in self.conn().execute('SELECT key, model, request, choice, checksum FROM generations')
-                    if (w := self._verified(k, m, r, ch, cs))}
+            return {_name(k): w for k, m, r, ch, cs in self.conn().execute(f'SELECT key, model, request, choice, {self._cs} FROM generations')
+                    if (w := self._verified(k, m, r, ch, cs)[0])}
     def export(self, path:str|Path, model:str|None=None)->int:
-        "Write entries (optionally of one model) to a JSONL file (gzip if it ends in .gz); returns the count."
+        "Write the entries that verify (optionally of one model), each with its checksum, to a JSONL file (gzip if it ends in .gz); returns the count. A row that does not verify is left out, with a warning naming it."
         path = Path(path); op = gzip.open if path.suffix == '.gz' else open
-        q = 'SELECT key, model, request, choice, backend, created FROM generations' + (' WHERE model = ?' if model else '') + ' ORDER BY key'
-        n = 0
+        q = f'SELECT key, model, request, choice, backend, created, {self._cs} FROM generations' + (' WHERE model = ?' if model else '') + ' ORDER BY key'
+        n, skipped = 0, {}
         with self._guard(), op(path, 'wt', encoding='utf-8') as f:
-            for row in self.conn().execute(q, (model,) if model else ()):
-                f.write(json.dumps(dict(zip(['key', 'model', 'request', 'choice', 'backend', 'created'], row)), ensure_ascii=False) + '\n'); n += 1
+            for k, m, r, ch, b, cr, cs in self.conn().execute(q, (model,) if model else ()):
+                if (why := self._verified(k, m, r, ch, cs)[0]): skipped[_name(k)] = why; continue
+                f.write(json.dumps(dict(key=k, model=m, request=r, choice=ch, backend=b if isinstance(b, str) else None,
+                                        created=cr if isinstance(cr, str) else '', checksum=row_checksum(k, m, r, ch)), ensure_ascii=False) + '\n'); n += 1
+        if skipped: warnings.warn(f"generation cache {self.path}: {len(skipped)} row(s) that do not verify were not exported (`verify()` lists them; "
+                                  f"a run regenerates them): " + '; '.join(f'{k[:16]}: {w}' for k, w in list(skipped.items())[:5]) + (' ...' if len(skipped) > 5 else ''))
         return n
-    def import_(self, path:str|Path)->int:
-        "Add the entries of an exported file (existing keys are kept); every key is recomputed from its request first, and any mismatch refuses the whole file. Returns how many were new."
-        path = Path(path); op = gzip.open if path.suffix == '.gz' else open; before = len(self)
-        rows, bad = [], []
-        with op(path, 'rt', encoding='utf-8') as f:
-            for i, line in enumerate(f, 1):
-                if not line.strip(): continue
-                try:
-                    r = json.loads(line); ok = stored_key(r['model'], r['request']) == r['key']; Choice.from_json(r['choice'])
-                except (ValueError, KeyError, TypeError) as e: bad.append(f'line {i}: malformed row ({type(e).__name__}: {e})'); continue
-                if not ok: bad.append(f"line {i}: key {str(r['key'])[:16]} does not match its request")
-                rows.append(r)
-        if bad: raise CacheImportError(f"{path}: {len(bad)} row(s) refused, nothing imported:\n  " + '\n  '.join(bad[:10]) + ('\n  ...' if len(bad) > 10 else ''))
+    def import_(self, path:str|Path, # a file written by `export` (gzip if it ends in .gz)
+                allow_unchecksummed:bool=False, # accept rows without a checksum (files exported before exports carried one) on their key alone
+               )->int:
+        "Add the entries of an exported file (a row already stored is kept, unless it does not verify: then it is replaced). Every row is checked first (its key recomputed from its request, its checksum, its sample); any row refused refuses the whole file, naming the rows, and nothing is imported. Returns how many rows were stored."
+        path = Path(path); op = gzip.open if path.suffix == '.gz' else open
+        rows, bad = {}, []
+        try:
+            with op(path, 'rb') as f:
+                for i, line in enumerate(f, 1):
+                    if not line.strip(): continue
+                    try: rows[i] = _import_row(line, allow_unchecksummed)
+                    except ValueError as e: bad.append(f'line {i}: {e}')
+        except (OSError, EOFError, zlib.error) as e:
+            raise CacheImportError(f"{path} cannot be read ({type(e).__name__}: {e}); nothing imported, the cache {self.path} is unchanged") from None
+        if bad: raise CacheImportError(f"{path}: {len(bad)} row(s) refused, nothing imported (the cache {self.path} is unchanged):\n  "
+                                       + '\n  '.join(bad[:10]) + ('\n  ...' if len(bad) > 10 else ''))
+        if self.read_only: raise PermissionError(f"the generation cache {self.path} is read-only: it cannot import (copy it somewhere writable)")
+        n = 0
         with self._guard():
-            c = self.conn(); c.execute('BEGIN')
-            c.executemany('INSERT OR IGNORE INTO generations VALUES (?, ?, ?, ?, ?, ?, ?)',
-                          [(r['key'], r['model'], r['request'], r['choice'], r.get('backend'), r['created'],
-                            row_checksum(r['key'], r['model'], r['request'], r['choice'])) for r in rows])
+            c = self.conn(); c.execute('BEGIN IMMEDIATE')     # all rows or none; a failure rolls back (`_guard`)
+            broken = {k for k, why, _ in self._stored(r[0] for r in rows.values()) if why}
+            for i, row in rows.items():
+                try: n += c.execute(f"INSERT OR {'REPLACE' if row[0] in broken else 'IGNORE'} INTO generations ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)", row).rowcount
+                except (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError, sqlite3.DataError, ValueError, TypeError) as e:
+                    raise CacheImportError(f"{path}: line {i} cannot be stored ({type(e).__name__}: {e}); nothing imported, "
+                                           f"the cache {self.path} is unchanged") from None
             c.execute('COMMIT')
-        return len(self) - before
+        return n
     def __repr__(self): return f"GenerationCache('{self.path}', entries={len(self)})"
-
 
 # %% ../nbs/02b_cache.ipynb #b8fb71dd
 class CachedBackend(Backend):
