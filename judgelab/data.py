@@ -4,7 +4,7 @@
 
 # %% ../nbs/01_data.ipynb #3de4e6bd
 from __future__ import annotations
-import os, re, io, ast, csv, json, shutil, hashlib, tempfile, warnings, zipfile, urllib.request
+import os, re, io, ast, csv, json, zlib, shutil, hashlib, tempfile, warnings, zipfile, urllib.request
 from dataclasses import dataclass, field, fields, replace, MISSING
 from pathlib import Path
 from collections import Counter
@@ -212,6 +212,34 @@ def get_spec(name:str, # a dataset name (or a loaded Dataset, or a DatasetSpec)
         raise UnknownDatasetError(f"Unknown dataset {name!r}.{hint} Known datasets: {', '.join(DATASETS)}.")
     return DATASETS[name]
 
+# %% ../nbs/01_data.ipynb #d54a4985
+_SEAHORSE_COLUMNS = ['gem_id', 'worker_lang', 'summary', 'model'] + [f'question{k}' for k in range(1, 7)]
+_SEAHORSE_MAX_BYTES = 1 << 30      # one unpacked TSV (the release's are tens of MB)
+
+def _check_seahorse_tsv(path:Path, source=None)->int:
+    "A `DataError` naming `source` (default: `path`) unless the file has Seahorse's schema (see above); else its number of rows."
+    src = source or path; rows = rated = 0
+    def bad(why): return DataError(f"{src} is not a Seahorse TSV: {why}. Its hash was not recorded; get the file from "
+                                   f"{DATASETS['seahorse'].files[0].url} (seahorse_data.zip)")
+    try:
+        with open(path, encoding='utf-8', newline='') as fh:
+            r = csv.reader(fh, delimiter='\t', quoting=csv.QUOTE_NONE)
+            head = next(r, None)
+            if not head: raise bad('it is empty')
+            if missing := [c for c in _SEAHORSE_COLUMNS if c not in head]:
+                raise bad(f"its header lacks the columns {missing} (found {head[:12]})")
+            q1 = head.index('question1')
+            for row in r:
+                rows += 1
+                if len(row) > len(head): raise bad(f"row {rows} has {len(row)} fields, the header {len(head)}")
+                rated += len(row) > q1 and row[q1].strip().lower() in ('yes', 'no')
+    except UnicodeDecodeError as e: raise bad(f"not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except csv.Error as e: raise bad(f"unreadable as TSV ({e})") from None
+    if not rated: raise bad(f"none of its {rows} rows answers question1 with yes or no")
+    return rows
+
+_SCHEMA_CHECKS = dict(seahorse=_check_seahorse_tsv)   # datasets whose files are pinned on first use: checked before and after
+
 # %% ../nbs/01_data.ipynb #5531d9c1
 def default_mirror()->Path|None:
     "The local mirror: `$JUDGELAB_DATA_MIRROR`, else `../shared/data` beside the project root, else None."
@@ -267,34 +295,63 @@ def _fetch_file(name, f, mirror, force):
     return how
 
 # %% ../nbs/01_data.ipynb #c9cd80a3
+def _staging()->Path:
+    "A folder for files being fetched, outside data/raw (a failed or killed fetch leaves nothing there)."
+    p = paths.raw.parent/'.fetch-tmp'; p.mkdir(parents=True, exist_ok=True); return p
+
+def _unzip_seahorse(spec, z:Path, source, out:Path):
+    "The three TSVs of seahorse_data.zip `z` into `out`, each checked by `_check_seahorse_tsv`; a `DataError` for an archive that is not a zip or is damaged."
+    url = spec.files[0].url
+    if not zipfile.is_zipfile(z):
+        with open(z, 'rb') as fh: head = fh.read(16)
+        raise DataError(f"{source} is not a zip archive (it starts with {head!r}): seahorse_data.zip must be the archive from {url}. "
+                        "Replace it (or delete it) and fetch again; nothing was written to data/raw.")
+    try:
+        with zipfile.ZipFile(z) as zf:
+            for f in spec.files:
+                info = next((i for i in zf.infolist() if i.filename.endswith(f.path)), None)
+                if info is None: raise DataError(f"{source} has no member {f.path}; members: {zf.namelist()[:10]}. Nothing was written to data/raw.")
+                if info.file_size > _SEAHORSE_MAX_BYTES:
+                    raise DataError(f"{source}: member {info.filename} unpacks to {info.file_size:,} bytes, more than a Seahorse TSV "
+                                    f"({_SEAHORSE_MAX_BYTES:,} at most); not the archive from {url}. Nothing was written to data/raw.")
+                dest = out/f.path; dest.parent.mkdir(parents=True, exist_ok=True)
+                with zf.open(info) as s, open(dest, 'wb') as o: shutil.copyfileobj(s, o)   # the CRC is checked at the member's end
+                _check_seahorse_tsv(dest, f"{source} ({info.filename})")
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, NotImplementedError) as e:
+        raise DataError(f"{source} is a damaged zip archive ({e}): replace it with the archive from {url} and fetch again; "
+                        "nothing was written to data/raw.") from None
+
 def _fetch_seahorse(spec, mirror, force):
-    "Seahorse ships as one zip; unpack its three TSVs and record their hashes on first use."
+    """Seahorse ships as one zip: unpack its three TSVs into a staging folder, check their columns (they have no pinned
+    sha256), then move them into data/raw and record their hashes on first use."""
     d = raw_dir(spec.name); want = [d/f.path for f in spec.files]
     if all(p.exists() for p in want) and not force: return {f.path: 'present' for f in spec.files}
     zsrc = None
     if mirror:
         for c in [Path(mirror)/'seahorse'/'raw'/'seahorse_data.zip', Path(mirror)/'seahorse'/'seahorse_data.zip']:
             if c.is_file(): zsrc = c
-        tsv = [Path(mirror)/'seahorse'/'raw'/f.path for f in spec.files]
-        if zsrc is None and all(p.is_file() for p in tsv):
-            for p, f in zip(tsv, spec.files): (d/f.path).parent.mkdir(parents=True, exist_ok=True); shutil.copyfile(p, d/f.path)
-            return _record_tofu(spec)
-    with tempfile.TemporaryDirectory() as td:
-        z = Path(td)/'seahorse_data.zip'
-        if zsrc is not None: shutil.copyfile(zsrc, z)
+    tsv = [Path(mirror)/'seahorse'/'raw'/f.path for f in spec.files] if mirror else []
+    with tempfile.TemporaryDirectory(dir=_staging()) as td:
+        out = Path(td)/'out'
+        if zsrc is None and tsv and all(p.is_file() for p in tsv):
+            for p, f in zip(tsv, spec.files):
+                (out/f.path).parent.mkdir(parents=True, exist_ok=True); shutil.copyfile(p, out/f.path)
+                _check_seahorse_tsv(out/f.path, p)
         else:
-            try: _download(spec.files[0].url, z, 'seahorse_data.zip')
-            except Exception as e: raise MissingDataError(_seahorse_help(f"download failed ({e})")) from None
-        with zipfile.ZipFile(z) as zf:
-            for f in spec.files:
-                member = next((n for n in zf.namelist() if n.endswith(f.path)), None)
-                if member is None: raise DataError(f"{z} has no member {f.path}; members: {zf.namelist()[:10]}")
-                (d/f.path).parent.mkdir(parents=True, exist_ok=True)
-                with zf.open(member) as s, open(d/f.path, 'wb') as o: shutil.copyfileobj(s, o)
+            z = Path(td)/'seahorse_data.zip'
+            if zsrc is not None: shutil.copyfile(zsrc, z)
+            else:
+                try: _download(spec.files[0].url, z, 'seahorse_data.zip')
+                except Exception as e: raise MissingDataError(_seahorse_help(f"download failed ({e})")) from None
+            _unzip_seahorse(spec, z, zsrc or spec.files[0].url, out)
+        for f in spec.files:       # every file checked: now into place
+            (d/f.path).parent.mkdir(parents=True, exist_ok=True); shutil.move(out/f.path, d/f.path)
     return _record_tofu(spec)
 
 def _record_tofu(spec):
+    "Record the hashes of Seahorse's files on first use, once each passes `_check_seahorse_tsv` (garbage is never pinned)."
     d = raw_dir(spec.name); sums = d/'SHA256SUMS'
+    for f in spec.files: _check_seahorse_tsv(d/f.path)
     sums.write_text(''.join(f"{sha256_file(d/f.path)}  {f.path}\n" for f in spec.files))
     warnings.warn(f"seahorse has no pinned sha256; recorded the fetched files' hashes in {sums}")
     return {f.path: 'fetched' for f in spec.files}
@@ -342,6 +399,7 @@ def verify(name:str, # dataset name
         if want and got != want:
             raise ChecksumError(f"Checksum mismatch for {spec.name}/{f.path}: expected sha256 {want}, got {got}. "
                                 f"Run `judgelab data fetch {spec.name} --force` to restore the registered file.")
+        if f.sha256 is None and spec.name in _SCHEMA_CHECKS: _SCHEMA_CHECKS[spec.name](p)   # a hash recorded on first use pins no content
         out[f.path] = got
     return out
 
@@ -530,7 +588,7 @@ def _load_seahorse(d):
     items, rows, seen = [], [], Counter()
     for split in ('train', 'validation', 'test'):
         df = pd.read_csv(d/f'seahorse_data/{split}.tsv', sep='\t', quoting=csv.QUOTE_NONE, dtype=str, keep_default_na=False)
-        need = ['gem_id', 'worker_lang', 'summary', 'model'] + [f'question{k}' for k in range(1, 7)]
+        need = _SEAHORSE_COLUMNS
         if missing := [c for c in need if c not in df.columns]:
             raise DataError(f"seahorse {split}.tsv lacks columns {missing}; found {list(df.columns)}")
         for r in df.itertuples(index=False):

@@ -4,11 +4,11 @@
 
 # %% ../nbs/12_sweep.ipynb #8bb31bbf
 from __future__ import annotations
-import os, sys, re, ast, json, glob, time, hashlib, itertools, subprocess, tempfile, functools
+import os, sys, re, ast, json, glob, math, time, socket, hashlib, itertools, subprocess, tempfile, functools
 from dataclasses import dataclass, field
 from pathlib import Path
 import yaml
-from .core import paths, sha256_file, resource_name, read_health
+from .core import paths, sha256_file, resource_name, read_health, RESOURCES
 from . import data as D
 from .judgments import slug as judgment_slug
 from .backends import EMBEDDED_NAME
@@ -18,11 +18,13 @@ from .report import write_outputs_index
 
 
 # %% auto #0
-__all__ = ['LIB', 'SNAKEFILE', 'FINISHED', 'THREAD_VARS', 'PAPERMILL_MAIN', 'ConfigError', 'load_yaml_lines', 'workdir', 'slug',
-           'Run', 'assign_ids', 'variant_name', 'check_nesting', 'Sweep', 'parse_assignments', 'load_sweep',
-           'code_inputs', 'rule_spec', 'RunResult', 'thread_budget', 'thread_env', 'code_version', 'execute_run',
-           'failed_notebook', 'execute_rule', 'snakemake_command', 'prune_metadata', 'foreign_results', 'SweepLocked',
-           'unlock', 'run_sweep', 'summary_table', 'format_summary', 'dry_run']
+__all__ = ['MAX_SWEEP_BYTES', 'MAX_YAML_NODES', 'MAX_YAML_DEPTH', 'MAX_RUNS', 'TEMPLATE_DIRS_VAR', 'LIB', 'SNAKEFILE', 'FINISHED',
+           'THREAD_VARS', 'PAPERMILL_MAIN', 'ConfigError', 'load_yaml_lines', 'safe_yaml', 'workdir', 'slug', 'Run',
+           'assign_ids', 'variant_name', 'check_nesting', 'template_dirs', 'template_allowed', 'Sweep',
+           'parse_assignments', 'load_sweep', 'code_inputs', 'rule_spec', 'RunResult', 'thread_budget', 'thread_env',
+           'code_version', 'execute_run', 'failed_notebook', 'execute_rule', 'snakemake_command', 'prune_metadata',
+           'foreign_results', 'SweepLocked', 'unlock', 'run_sweep', 'lock_record', 'lock_holder', 'take_lock',
+           'release_lock', 'summary_table', 'format_summary', 'dry_run']
 
 # %% ../nbs/12_sweep.ipynb #c8b4891f
 class ConfigError(ValueError): "A sweep file that cannot run; the message names the file and line."
@@ -52,18 +54,61 @@ def _duplicate_key(node, path)->None:
         for v in node.value: _duplicate_key(v, path)
 
 def load_yaml_lines(path:str|Path)->tuple:
-    "(object, {path: line}) of a YAML file."
+    "(object, {path: line}) of a YAML file, read by `safe_yaml` within the limits below (its size, its values with aliases expanded, its nesting)."
     path = Path(path)
-    if not path.exists(): raise ConfigError(f"{path}: no such sweep file")
-    text = path.read_text()
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        obj = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, 'problem_mark', None)
-        raise ConfigError(f"{path}:{mark.line + 1 if mark else '?'}: not valid YAML: {getattr(e, 'problem', e)}") from None
+    if not path.is_file(): raise ConfigError(f"{path}: no such sweep file")
+    if (size := path.stat().st_size) > MAX_SWEEP_BYTES:
+        raise ConfigError(f"{path}: {size:,} bytes; a sweep file may have at most {MAX_SWEEP_BYTES:,} (judgelab.sweep.MAX_SWEEP_BYTES)")
+    try: text = path.read_text(encoding='utf-8')
+    except UnicodeDecodeError as e: raise ConfigError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    obj, node = safe_yaml(text, path)
     if node is not None: _duplicate_key(node, path)
     return obj, (_node_lines(node) if node is not None else {})
+
+# %% ../nbs/12_sweep.ipynb #fb277478
+MAX_SWEEP_BYTES = 1_000_000   # a sweep file's size (the shipped configs have about 8 kB)
+MAX_YAML_NODES = 100_000      # values of a sweep file with every alias expanded (the shipped configs have under 2,000)
+MAX_YAML_DEPTH = 50           # mappings and lists inside one another
+
+def _expanded_size(node, where)->int:
+    """The number of values of a composed YAML node with every alias expanded, counted on the node graph (each node
+    once, so in time linear in the file): a `ConfigError` at a recursive alias, past `MAX_YAML_DEPTH` or past `MAX_YAML_NODES`."""
+    sizes, open_ = {}, set()
+    def size(n, depth):
+        if id(n) in sizes: return sizes[id(n)]
+        line = n.start_mark.line + 1
+        if id(n) in open_:
+            raise ConfigError(f"{where}:{line}: a recursive alias (an anchored value that holds an alias to itself); an alias may repeat a value, not nest it in itself")
+        if depth > MAX_YAML_DEPTH: raise ConfigError(f"{where}:{line}: values nested more than {MAX_YAML_DEPTH} levels deep (judgelab.sweep.MAX_YAML_DEPTH)")
+        open_.add(id(n))
+        kids = [x for kv in n.value for x in kv] if isinstance(n, yaml.MappingNode) else n.value if isinstance(n, yaml.SequenceNode) else []
+        s = 1
+        for c in kids:
+            s += size(c, depth + 1)
+            if s > MAX_YAML_NODES:
+                raise ConfigError(f"{where}:{line}: this value expands to more than {MAX_YAML_NODES:,} values (with its aliases expanded); "
+                                  f"a sweep file may hold at most {MAX_YAML_NODES:,} (judgelab.sweep.MAX_YAML_NODES)")
+        open_.discard(id(n)); sizes[id(n)] = s
+        return s
+    return size(node, 0)
+
+# %% ../nbs/12_sweep.ipynb #7b7733c7
+def safe_yaml(text:str, # YAML text
+              where, # what to name in errors: the file, or a command-line option
+             )->tuple: # (object, its composed node), (None, None) for an empty document
+    "YAML `text` read with PyYAML's safe loader, its expanded size bounded (`_expanded_size`) before any value is built."
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None: return None, None
+        _expanded_size(node, where)
+        return loader.construct_document(node), node
+    except yaml.YAMLError as e:
+        mark = getattr(e, 'problem_mark', None)
+        raise ConfigError(f"{where}:{mark.line + 1 if mark else '?'}: not valid YAML: {getattr(e, 'problem', e)}") from None
+    except RecursionError:     # nesting deeper than PyYAML's composer can follow
+        raise ConfigError(f"{where}: values nested too deeply to read (at most {MAX_YAML_DEPTH} levels: judgelab.sweep.MAX_YAML_DEPTH)") from None
+    finally: loader.dispose()
 
 # %% ../nbs/12_sweep.ipynb #420ca91c
 def _show(p)->str:
@@ -203,6 +248,63 @@ def check_nesting(ids:list)->None:
             if a in known: raise ConfigError(f"run {a!r} would write outputs/{a}/, which holds the folder of run {b!r}")
 
 
+# %% ../nbs/12_sweep.ipynb #ef4acf3b
+_TOP_TYPES = dict(name=(str, 'a string (letters, digits, _, -, .)'), description=(str, 'a string'), kernel=(str, "a string (a Jupyter kernel's name)"),
+                  defaults=(dict, 'a mapping of parameter -> value'), experiments=(dict, 'a mapping of experiment name -> settings'))
+_EXP_TYPES = dict(template=(str, "a string: the template notebook's path from the repository root"), parameters=(dict, 'a mapping of parameter -> value'),
+                  grid=((dict, list), 'a mapping of parameter -> list of values, or a list of such mappings'),
+                  needs=(list, 'a list of names of experiments listed before it'), inputs=(list, 'a list of globs from the repository root'),
+                  description=(str, 'a string'))
+
+def _kind(v)->str:
+    "A YAML value's type in words, with the value when it is short."
+    kind = ('null' if v is None else 'a boolean' if isinstance(v, bool) else 'a number' if isinstance(v, (int, float)) else 'a string' if isinstance(v, str)
+            else 'a list' if isinstance(v, list) else 'a mapping' if isinstance(v, dict) else type(v).__name__)
+    shown = repr(v)
+    return kind + (f' ({shown})' if v is not None and len(shown) <= 40 else '')
+
+def _key_path(at)->str:
+    "('experiments', 'judge', 'needs', 0) -> 'experiments.judge.needs[0]'."
+    return ''.join(f'[{k}]' if isinstance(k, int) else (f'.{k}' if i else str(k)) for i, k in enumerate(at))
+
+def _check_type(err, at, value, types, what):
+    "`err` naming the key path when `value` is not of `types`."
+    if not isinstance(value, types): err(at, f"{_key_path(at)} must be {what}, not {_kind(value)}")
+
+# %% ../nbs/12_sweep.ipynb #a9339c62
+MAX_RUNS = 5_000   # runs one sweep file may expand to (the shipped configs have under 100)
+
+def _grid_shape(g)->str:
+    "'dataset 2 x seed 1,000': a grid's lists and their lengths."
+    return ' x '.join(f'{k} {len(v):,}' for k, v in g.items() if isinstance(v, list)) if isinstance(g, dict) else '1'
+
+def _check_size(err, exps:dict):
+    "`err` at the experiment that takes the file past `MAX_RUNS` runs (counted, not expanded)."
+    total = 0
+    for ename, e in exps.items():
+        g = e.get('grid') if isinstance(e, dict) else None
+        grids = [{}] if g is None else g if isinstance(g, list) else [g]
+        n = sum(math.prod(len(v) if isinstance(v, list) else 1 for v in x.values()) if isinstance(x, dict) else 1 for x in grids)
+        total += n
+        if total > MAX_RUNS:
+            err(('experiments', ename) + (('grid',) if g is not None else ()),
+                f"experiment {ename!r} expands to {n:,} run{'s' if n != 1 else ''}" + (f" (grid {' + '.join(map(_grid_shape, grids))})" if g is not None else '')
+                + ('' if n == total else f", {total:,} in the file up to it") + f"; a sweep file may expand to at most {MAX_RUNS:,} runs "
+                "(judgelab.sweep.MAX_RUNS): split the grid over several sweep files")
+
+# %% ../nbs/12_sweep.ipynb #bd1b4a03
+TEMPLATE_DIRS_VAR = 'JUDGELAB_TEMPLATE_DIRS'
+
+def template_dirs()->list:
+    "The folders a sweep may take templates from: the repository root, an installed judgelab's run-time files, and the folders in `$JUDGELAB_TEMPLATE_DIRS`."
+    extra = [Path(p).expanduser() for p in os.environ.get(TEMPLATE_DIRS_VAR, '').split(os.pathsep) if p.strip()]
+    return list(dict.fromkeys(Path(d).resolve() for d in [paths.root, *([RESOURCES] if RESOURCES else []), *extra]))
+
+def template_allowed(p:str|Path)->bool:
+    "Whether template `p` (resolved: `..` and symbolic links followed) lies in one of `template_dirs()`."
+    p = Path(p).resolve()
+    return any(p.is_relative_to(d) for d in template_dirs())
+
 # %% ../nbs/12_sweep.ipynb #09ae90d8
 _UNSET = object()
 _TOP = {'name', 'description', 'defaults', 'experiments', 'kernel'}
@@ -273,8 +375,8 @@ def parse_assignments(items)->dict:
     for it in items or []:
         k, eq, v = str(it).partition('=')
         if not eq or not re.fullmatch(r'[A-Za-z_]\w*', k.strip()): raise ConfigError(f"expected KEY=VALUE, not {it!r}")
-        try: out[k.strip()] = yaml.safe_load(v) if v.strip() else ''
-        except yaml.YAMLError as e: raise ConfigError(f"{it!r}: the value is not valid YAML ({e})") from None
+        try: out[k.strip()] = safe_yaml(v, repr(it))[0] if v.strip() else ''
+        except ConfigError as e: raise ConfigError(f"{it!r}: the value is not valid YAML ({e})") from None
     return out
 
 def load_sweep(path:str|Path, # the sweep file
@@ -293,22 +395,33 @@ def load_sweep(path:str|Path, # the sweep file
     if not isinstance(cfg, dict): err((), "a sweep file is a mapping with 'experiments'")
     for k in cfg:
         if k not in _TOP: err((k,), f"unknown key {k!r}; allowed: {', '.join(sorted(_TOP))}")
+    for k, (types, what) in _TOP_TYPES.items():
+        if cfg.get(k) is not None: _check_type(err, (k,), cfg[k], types, what)
     exps = cfg.get('experiments')
     if not isinstance(exps, dict) or not exps: err(('experiments',), "'experiments' must map experiment names to their settings")
     defaults = cfg.get('defaults') or {}
-    if not isinstance(defaults, dict): err(('defaults',), "'defaults' must be a mapping of parameter -> value")
+    _check_size(err, exps)      # before any template is read or any grid expanded
     used_defaults, runs, by_nb, seen_values = set(), [], {}, {}
     every, kept, changed = [], {}, {}  # every run of the file (before --match), which are kept, what --set changed
-    sweep_name = str(cfg.get('name') or path.stem)
+    sweep_name = cfg.get('name') or path.stem
     if not re.fullmatch(r'[A-Za-z0-9_.-]+', sweep_name) or sweep_name in ('.', '..'): err(('name',), f"sweep name {sweep_name!r}: use letters, digits, '_', '-', '.'")
     for ename, e in exps.items():
         at = ('experiments', ename)
-        if not re.fullmatch(r'[A-Za-z0-9_.-]+', str(ename)) or ename in ('.', '..'): err(at, f"experiment name {ename!r}: use letters, digits, '_', '-', '.'")
+        if not isinstance(ename, str) or not re.fullmatch(r'[A-Za-z0-9_.-]+', ename) or ename in ('.', '..'):
+            err(at, f"experiment name {ename!r}: use letters, digits, '_', '-', '.'" + ('' if isinstance(ename, str) else f" (quote it: '{ename}')"))
         if not isinstance(e, dict): err(at, f"experiment {ename!r} must be a mapping with a 'template'")
         for k in e:
             if k not in _EXP: err(at + (k,), f"unknown key {k!r} in experiment {ename!r}; allowed: {', '.join(sorted(_EXP))}")
-        if 'template' not in e: err(at, f"experiment {ename!r} has no 'template'")
+        for k, (types, what) in _EXP_TYPES.items():
+            if e.get(k) is not None: _check_type(err, at + (k,), e[k], types, what)
+        for k in ('needs', 'inputs'):
+            for i, x in enumerate(e.get(k) or []): _check_type(err, at + (k, i), x, str, 'a string: ' + ('an experiment name' if k == 'needs' else 'a glob'))
+        if not e.get('template'): err(at, f"experiment {ename!r} has no 'template'")
         tpl = _own(paths.root/e['template'], e['template'])
+        if not template_allowed(tpl):
+            err(at + ('template',), f"template {e['template']!r} is outside the repository ({paths.root}): a sweep runs templates from inside it only "
+                                    f"(or from the folders listed in ${TEMPLATE_DIRS_VAR}, separated by {os.pathsep!r}); move the template into the repository "
+                                    f"or add its folder to ${TEMPLATE_DIRS_VAR}")
         if not tpl.is_file(): err(at + ('template',), f"template {e['template']!r} not found (relative to {paths.root})")
         try: declared = pm.inspect_notebook(str(tpl))
         except (ValueError, OSError) as ex: err(at + ('template',), f"template {e['template']!r} cannot be read: {ex}")
@@ -318,13 +431,11 @@ def load_sweep(path:str|Path, # the sweep file
             try: tdefaults[k] = ast.literal_eval(v.get('default', ''))
             except (ValueError, SyntaxError): pass
         fixed = e.get('parameters') or {}
-        if not isinstance(fixed, dict): err(at + ('parameters',), "'parameters' must be a mapping")
         needs = e.get('needs') or []
         for n in needs:
             if n not in exps or list(exps).index(n) >= list(exps).index(ename):
                 err(at + ('needs',), f"experiment {ename!r} needs {n!r}, which is not an experiment listed before it")
         inputs = e.get('inputs') or []
-        if not isinstance(inputs, list): err(at + ('inputs',), "'inputs' must be a list of globs")
         for i, pat in enumerate(inputs):
             if str(pat).split('/')[0] in ('outputs', 'papermill_runs'):
                 err(at + ('inputs', i), f"input {pat!r}: a run reads other runs' outputs through 'needs' (their folders come as the `runs` parameter)")
@@ -684,9 +795,12 @@ def foreign_results(r:Run)->list:
 class SweepLocked(RuntimeError): "Snakemake's lock on the working directory is held (a running sweep, or a killed one's leftover)."
 
 def unlock(sweep:Sweep|str|Path)->None:
-    "Remove the lock a killed sweep left (`snakemake --unlock`); its unfinished runs are rerun by the next call."
+    """Remove the lock a killed sweep left (`snakemake --unlock`); its unfinished runs are rerun by the next call. Refused
+    (`SweepLocked`, naming it) while the sweep that holds the lock runs: `take_lock` checks the holder's processes."""
     sweep = sweep if isinstance(sweep, Sweep) else load_sweep(sweep)
-    subprocess.run(snakemake_command(sweep, extra=['--unlock']), cwd=workdir(), env=_snakemake_env(), check=True, capture_output=True)
+    me = take_lock(sweep)        # refuses while a live sweep holds the working directory; no sweep starts while this unlocks
+    try: subprocess.run(snakemake_command(sweep, extra=['--unlock']), cwd=workdir(), env=_snakemake_env(), check=True, capture_output=True)
+    finally: release_lock(me)
 
 def run_sweep(sweep:Sweep|str|Path, jobs:int=1, force:bool=False, only:list|None=None, progress:bool=True,
               timeout:float|None=None, executor:str|None=None, profile:str|None=None, gpus:int=1, extra:list|None=None,
@@ -696,27 +810,100 @@ def run_sweep(sweep:Sweep|str|Path, jobs:int=1, force:bool=False, only:list|None
     if jobs < 1: raise ValueError(f"jobs must be >= 1, not {jobs}")
     runs = [r for r in sweep.runs if not only or r.experiment in only]
     if only and not runs: raise ConfigError(f"no experiment named {only} in {sweep.path}; experiments: {', '.join(sweep.experiments())}")
-    locks = workdir()/'.snakemake'/'locks'
-    if locks.exists() and any(locks.iterdir()):
-        raise SweepLocked(f"{_show(workdir())} is locked by Snakemake: another sweep is running there, or one was killed and left its lock. "
-                          f"If none is running: judgelab sweep {_show(sweep.path)} --unlock")
-    for r in runs:
-        if found := foreign_results(r):
-            raise ConfigError(f"run {r.id} would clear {_show(r.out_dir)}, which holds results of other runs "
-                              f"({', '.join(map(_show, found[:3]))}{', ...' if len(found) > 3 else ''}); nothing was run or deleted")
-    cmd = snakemake_command(sweep, jobs, only, force, executor=executor, profile=profile, gpus=gpus, timeout=timeout,
-                            progress=progress, extra=extra)
-    t0 = time.time() - 1
-    proc = subprocess.run(cmd, cwd=workdir(), env=_snakemake_env(), stdout=None if progress else subprocess.PIPE,
-                          stderr=None if progress else subprocess.STDOUT, text=True)
+    me = take_lock(sweep)        # a SweepLocked naming the running sweep that holds the working directory
+    try:
+        locks = workdir()/'.snakemake'/'locks'
+        if locks.exists() and any(locks.iterdir()):
+            raise SweepLocked(f"{_show(workdir())} is locked by Snakemake, and no running sweep of judgelab holds it: one was killed and left its lock "
+                              f"(or Snakemake runs there by hand). If none is running: judgelab sweep {_show(sweep.path)} --unlock")
+        for r in runs:
+            if found := foreign_results(r):
+                raise ConfigError(f"run {r.id} would clear {_show(r.out_dir)}, which holds results of other runs "
+                                  f"({', '.join(map(_show, found[:3]))}{', ...' if len(found) > 3 else ''}); nothing was run or deleted")
+        cmd = snakemake_command(sweep, jobs, only, force, executor=executor, profile=profile, gpus=gpus, timeout=timeout,
+                                progress=progress, extra=extra)
+        t0 = time.time() - 1
+        with subprocess.Popen(cmd, cwd=workdir(), env=_snakemake_env(), stdout=None if progress else subprocess.PIPE,
+                              stderr=None if progress else subprocess.STDOUT, text=True) as proc:
+            _note_lock(me, snakemake_pid=proc.pid, snakemake_pid_start=_proc_start(proc.pid))   # it outlives a killed judgelab
+            try: stdout, _ = proc.communicate()
+            except BaseException: proc.kill(); raise
+    finally: release_lock(me)
     out = [_status(r, t0) for r in runs]
     if proc.returncode != 0 and all(r.status in (*FINISHED, 'done') for r in out):
-        raise RuntimeError(f"snakemake failed before running anything (exit {proc.returncode})" + (f":\n{proc.stdout[-3000:]}" if proc.stdout else ''))
+        raise RuntimeError(f"snakemake failed before running anything (exit {proc.returncode})" + (f":\n{stdout[-3000:]}" if stdout else ''))
     _write_summary(sweep, out)
     if workdir() == paths.root: prune_metadata()
     if any(r.status in FINISHED for r in out): write_outputs_index()
     return out
 
+
+# %% ../nbs/12_sweep.ipynb #83fdd082
+def lock_record()->Path:
+    "Where `run_sweep` records the sweep holding the working directory."
+    return workdir()/'.snakemake'/'judgelab'/'lock.json'
+
+def _proc_start(pid)->str|None:
+    "When process `pid` started (Linux: clock ticks since boot, from /proc), to tell it from a later process with the same PID; None where unknown."
+    try: return Path(f'/proc/{int(pid)}/stat').read_text().rsplit(')', 1)[1].split()[19]
+    except (OSError, IndexError, ValueError, TypeError): return None
+
+def _pid_alive(pid, start=None)->bool:
+    "Whether process `pid` runs on this host (a zombie or a later process given the same PID does not count)."
+    try: pid = int(pid); os.kill(pid, 0)
+    except (ProcessLookupError, ValueError, TypeError, OverflowError): return False
+    except PermissionError: pass
+    try:
+        if Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[0] == 'Z': return False
+    except (OSError, IndexError): pass
+    now = _proc_start(pid)
+    return not (start and now and now != start)
+
+def lock_holder()->dict|None:
+    """The record of the sweep holding the working directory (`pid`, `host`, `started`, `sweep`, `snakemake_pid`) with
+    `alive`: True while one of its processes runs, False when all are gone, None when it cannot be told (another host,
+    an unreadable record); None without a record."""
+    try: h = json.loads(lock_record().read_text())
+    except FileNotFoundError: return None
+    except (OSError, ValueError): h = {}
+    h = h if isinstance(h, dict) else {}
+    if h.get('host') != socket.gethostname(): return {**h, 'alive': None}
+    return {**h, 'alive': any(_pid_alive(h[k], h.get(f'{k}_start')) for k in ('pid', 'snakemake_pid') if h.get(k))}
+
+def _holder(h:dict)->str:
+    started = time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(h['started'])) if isinstance(h.get('started'), (int, float)) else '?'
+    return (f"sweep {h.get('sweep', '?')} ({h.get('config', '?')}), PID {h.get('pid', '?')} on host {h.get('host', '?')}, started {started}"
+            + (f", Snakemake PID {h['snakemake_pid']}" if h.get('snakemake_pid') else ''))
+
+def take_lock(sweep:Sweep)->dict:
+    "Record this process as the one holding the working directory (atomically); `SweepLocked` naming the holder while a live one has it (a dead holder's record is replaced)."
+    f = lock_record(); f.parent.mkdir(parents=True, exist_ok=True)
+    me = dict(pid=os.getpid(), pid_start=_proc_start(os.getpid()), host=socket.gethostname(), started=time.time(), sweep=sweep.name, config=_show(sweep.path))
+    for _ in range(3):
+        try: fd = os.open(f, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            h = lock_holder()
+            if h is None: continue                       # released meanwhile
+            if h['alive']:
+                raise SweepLocked(f"{_show(workdir())} is held by a running {_holder(h)}. Wait for it to finish, or stop it (kill {h.get('pid')}); "
+                                  "--unlock only removes the lock a killed sweep left")
+            if h['alive'] is None:
+                raise SweepLocked(f"{_show(workdir())} is held by {_holder(h)}, which cannot be checked from here (another host, or an unreadable record). "
+                                  f"Once it no longer runs, delete {_show(f)} and try again")
+            f.unlink(missing_ok=True); continue           # a killed sweep's record
+        with os.fdopen(fd, 'w') as out: json.dump(me, out)
+        return me
+    raise SweepLocked(f"{_show(workdir())}: could not take the lock {_show(f)} (other sweeps keep taking it); try again")
+
+def _note_lock(me:dict, **more):
+    "Add `more` (the Snakemake process) to this process's record."
+    me.update(more); tmp = lock_record().with_suffix(f'.{os.getpid()}.tmp')
+    tmp.write_text(json.dumps(me)); os.replace(tmp, lock_record())
+
+def release_lock(me:dict):
+    "Remove the record when it is this process's."
+    h = lock_holder()
+    if h is not None and h.get('pid') == me['pid'] and h.get('started') == me['started']: lock_record().unlink(missing_ok=True)
 
 # %% ../nbs/12_sweep.ipynb #e543eda9
 def summary_table(results:list)->'pd.DataFrame':

@@ -143,8 +143,9 @@ def test_a_published_source_by_name_and_sample(tmp_path):
     with pytest.raises(ValueError, match="methods.0. .dimcheck.: analyses: no published judgments 'gpt4_rts' for topical_chat"):
         method_plan([{'method': 'dimcheck', 'options': {'analyses': 'gpt4_rts'}}], 'topical_chat')
 
-def test_a_sweep_names_an_unknown_published_source_when_it_is_loaded(tmp_path):
+def test_a_sweep_names_an_unknown_published_source_when_it_is_loaded(tmp_path, monkeypatch):
     from judgelab.sweep import load_sweep, ConfigError
+    monkeypatch.setenv('JUDGELAB_TEMPLATE_DIRS', str(tmp_path))   # its template lives outside the repository: allowed explicitly
     tpl = nbformat.v4.new_notebook()
     tpl.cells = [nbformat.v4.new_code_cell("dataset: str = 'topical_chat'\nmethods: list = []", metadata=dict(tags=['parameters']))]
     tpl.metadata['kernelspec'] = dict(name='python3', display_name='Python 3', language='python')
