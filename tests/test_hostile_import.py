@@ -233,9 +233,17 @@ def _same(run, before): return {p.relative_to(run): p.read_bytes() for p in run.
 def test_a_bad_alpha_is_refused_before_the_earlier_audit_is_touched(tmp_path, sandbox):
     # before: rc 1 after deleting the earlier audit's tables and figures (the notebook failed on alpha 5)
     f, run, nb, before = _earlier_audit(tmp_path, sandbox)
-    r = run_cli('audit', str(f), '--dataset', 'summeval', '--model', 'm', '--alpha', '5', '--n-boot', '-1', '--quiet', env=sandbox)
-    _refused(r, '2 problem(s) with the arguments (nothing ran)', '--alpha must be between 0 and 1', '--n-boot must be a whole number >= 0')
+    r = run_cli('audit', str(f), '--dataset', 'summeval', '--model', 'm', '--alpha', '5', '--quiet', env=sandbox)
+    _refused(r, '1 problem(s) with the arguments (nothing ran)', '--alpha must be between 0 and 1 (exclusive), e.g. 0.05, not 5.0')
     assert _same(run, before) and nb.read_text() == '{"earlier": true}'
+
+def test_every_bad_argument_is_listed_at_once(tmp_path, sandbox):
+    # before: only the first bad count was named (and alpha not at all)
+    f, run, nb, before = _earlier_audit(tmp_path, sandbox)
+    r = run_cli('audit', str(f), '--dataset', 'summeval', '--model', 'm', '--alpha', 'nan', '--n-boot', '-1', '--n-sim', '-1', '--quiet', env=sandbox)
+    _refused(r, '3 problem(s) with the arguments (nothing ran)', '--alpha must be between 0 and 1', '--n-boot must be a whole number >= 0',
+             '--n-sim must be a whole number >= 0')
+    assert _same(run, before)
 
 def test_a_failing_audit_keeps_the_earlier_one(tmp_path, sandbox):
     # before: the earlier audit's folder was deleted first, and the failed run left nothing of it. Here the audit
