@@ -245,20 +245,46 @@ def test_every_bad_argument_is_listed_at_once(tmp_path, sandbox):
              '--n-sim must be a whole number >= 0')
     assert _same(run, before)
 
-def test_a_failing_audit_keeps_the_earlier_one(tmp_path, sandbox):
-    # before: the earlier audit's folder was deleted first, and the failed run left nothing of it. Here the audit
-    # template (of a checkout given by JUDGELAB_ROOT) fails after the scores were validated and stored.
+@pytest.fixture
+def broken_root(tmp_path):
+    "A checkout (JUDGELAB_ROOT) whose audit template fails in its first cell, after `judgelab audit` has validated and stored the scores."
+    import nbformat
     root = tmp_path/'root'; (root/'nbs'/'experiments').mkdir(parents=True)
     shutil.copy(ROOT/'settings.ini', root/'settings.ini'); (root/'data').symlink_to(ROOT/'data')
-    import nbformat
     nb_t = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell('dataset = None', metadata=dict(tags=['parameters'])),
                                            nbformat.v4.new_code_cell("raise RuntimeError('the template broke')")],
                                     metadata=dict(kernelspec=dict(name='python3', language='python', display_name='Python 3')))
     nbformat.write(nb_t, root/'nbs'/'experiments'/'corrgap_audit.ipynb')
-    env = {**sandbox, 'JUDGELAB_ROOT': str(root)}
+    return root
+
+def test_a_failing_audit_keeps_the_earlier_one(tmp_path, sandbox, broken_root):
+    # before: the earlier audit's folder was deleted first, and the failed run left nothing of it
+    env = {**sandbox, 'JUDGELAB_ROOT': str(broken_root)}
     f, run, nb, before = _earlier_audit(tmp_path, sandbox)
     r = run_cli('audit', str(f), '--dataset', 'summeval', '--model', 'm', '--quiet', env=env)
     assert r.returncode == 1 and 'the template broke' in r.stderr and 'the earlier audit' in r.stderr, r.stderr[-3000:]
     assert _same(run, before) and nb.read_text() == '{"earlier": true}'
     assert 'the template broke' in nb.with_name(nb.stem + '.failed.ipynb').read_text()
     assert not list((Path(sandbox['JUDGELAB_OUTPUTS'])/'tmp').glob('audits-kept/*'))
+
+def test_a_second_audit_of_the_same_judge_is_refused_while_one_runs(tmp_path, sandbox, broken_root):
+    # before: no lock; the second audit deleted the folder the first one was writing. Here the test holds the audit's lock.
+    import fcntl
+    f, run, nb, before = _earlier_audit(tmp_path, sandbox)
+    lock = Path(sandbox['JUDGELAB_OUTPUTS'])/'tmp'/'locks'/'audits_summeval__good__m.audit.lock'; lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, 'a') as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        r = run_cli('audit', str(f), '--dataset', 'summeval', '--model', 'm', '--quiet', env={**sandbox, 'JUDGELAB_ROOT': str(broken_root)})
+    _refused(r, "an audit of judge 'good' and model 'm' on summeval is running in another process: wait for it to finish")
+    assert _same(run, before)
+
+def test_the_audit_function_lists_every_bad_argument():
+    # before: alpha 5 stopped at the first check, a float count or a misspelt target was not named
+    from judgelab.audits import audit
+    plain = pd.DataFrame(dict(item_id=_items('summeval'), dimension='coherence', score=[1, 2, 3]))
+    with pytest.raises(ValueError) as e: audit(plain, 'summeval', alpha=5, n_perm=1.5, targets=['coherense'], exclude_dims=['fluencyy'])
+    msg = str(e.value)
+    assert msg.startswith('audit: 4 problem(s) with the arguments'), msg
+    for what in ['n_perm must be a whole number >= 0', 'alpha must be a number between 0 and 1', "targets: summeval has no dimension 'coherense'",
+                 "exclude_dims: summeval has no dimension 'fluencyy'"]:
+        assert what in msg, (what, msg)
