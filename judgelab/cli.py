@@ -298,7 +298,7 @@ def parser()->argparse.ArgumentParser:
                        description="Validate and import SCORES (CSV or JSONL with item_id, dimension, score[, rationale, sample, failure]), run the audit "
                        "notebook on them and print a verdict per target dimension. Outputs: outputs/audits/<dataset>__<judge>__<model>/ and "
                        "papermill_runs/audits/<dataset>__<judge>__<model>.ipynb. Exit status: 0 done, 1 the notebook failed, 2 bad input (nothing ran).")
-    x.add_argument('scores', help='CSV or JSONL of your judge: item_id, dimension, score')
+    x.add_argument('scores', help='CSV or JSONL (UTF-8) of your judge: item_id, dimension, score')
     x.add_argument('--dataset', required=True, help='dataset the items belong to (judgelab data list)')
     x.add_argument('--judge', help="the judge's name (default: the file name)"); x.add_argument('--model', help="its model (default: 'unspecified')")
     x.add_argument('--replace', action='store_true', help='redo an earlier audit of this judge and model made with other scores')
@@ -323,7 +323,9 @@ def parser()->argparse.ArgumentParser:
     j = sub.add_parser('judgments', help='published judgments and importing your own').add_subparsers(dest='sub', metavar='ACTION', required=True)
     x = j.add_parser('list', help='published judge outputs per dataset'); x.add_argument('names', nargs='*')
     x.add_argument('--all', action='store_true'); x.set_defaults(fn=_judgments_list)
-    x = j.add_parser('import', help="validate a CSV/JSONL of item_id,dimension,score[,rationale] and store it as parquet")
+    x = j.add_parser('import', help="validate a CSV/JSONL of item_id,dimension,score[,rationale] and store it as parquet",
+                     description="Validate a UTF-8 CSV or JSONL file (item_id, dimension, score[, rationale, sample, failure]; at most "
+                     f"{JM.MAX_FIELD_CHARS:,} characters per field) against its dataset and store it. Exit status: 0 stored, 2 bad input (every problem listed; nothing written).")
     x.add_argument('path'); x.add_argument('--dataset', required=True); x.add_argument('--judge', required=True)
     x.add_argument('--model', required=True); x.add_argument('--out', help='default: outputs/judgments/<dataset>/<judge>__<model>.parquet (with a manifest row)')
     x.add_argument('--replace', action='store_true', help='overwrite an existing judgments file (refused otherwise)')
