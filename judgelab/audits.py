@@ -4,7 +4,7 @@
 
 # %% ../nbs/06a_audit.ipynb #19f2d742
 from __future__ import annotations
-import warnings
+import warnings, numbers
 from dataclasses import dataclass, field
 import numpy as np, pandas as pd
 from .data import as_dataset
@@ -381,6 +381,40 @@ def verdicts(pairs:pd.DataFrame, # the pairs of `corrgap_audit` (concatenated `C
             rows.append(row)
     return pd.DataFrame(rows)
 
+# %% ../nbs/06a_audit.ipynb #4e753cf0
+def _audit_problems(ds, method, bins, ties, counts:dict, n_perm_quality, alpha, seed, targets, exclude_dims, quality_thresholds)->list:
+    "Every problem with the arguments of `audit`, in words (empty: all fine): checked before anything is computed."
+    bad = []
+    if method not in ('spearman', 'pearson', 'kendall'): bad.append(f"method must be 'spearman', 'pearson' or 'kendall', not {method!r}")
+    if bins not in ('exact', 'round'): bad.append(f"bins must be 'exact' or 'round', not {bins!r}")
+    if ties not in ('fractional', 'id'): bad.append(f"ties must be 'fractional' or 'id', not {ties!r}")
+    whole = lambda v: isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
+    for k, v in counts.items():
+        if not whole(v) or v < 0: bad.append(f"{k} must be a whole number >= 0 (0: none), not {v!r}")
+    if not whole(n_perm_quality): bad.append(f"n_perm_quality must be a whole number (negative: no quality groups), not {n_perm_quality!r}")
+    if not whole(seed): bad.append(f"seed must be a whole number, not {seed!r}")
+    if not (isinstance(alpha, numbers.Real) and not isinstance(alpha, (bool, np.bool_)) and np.isfinite(alpha) and 0 < alpha < 1):
+        bad.append(f"alpha must be a number between 0 and 1 (exclusive), e.g. 0.05, not {alpha!r}")
+    def unknown(names, what, allowed=()):
+        if isinstance(names, str): bad.append(f"{what} must be a list of dimension names, not the string {names!r}"); return
+        for n in names or ():
+            if n in allowed: continue
+            try: ds.dim(n)
+            except (KeyError, TypeError): bad.append(f"{what}: {ds.name} has no dimension {n!r}; its dimensions: {ds.spec.dim_names}")
+    unknown(targets, 'targets'); unknown(exclude_dims, 'exclude_dims', allowed=('overall',))    # 'overall' may be excluded for any dataset
+    if isinstance(quality_thresholds, dict):
+        unknown(list(quality_thresholds), 'quality_thresholds')
+        for k, v in quality_thresholds.items():
+            if v is not None and not (isinstance(v, numbers.Real) and not isinstance(v, bool) and np.isfinite(v)):
+                bad.append(f"quality_thresholds[{k!r}] must be a finite number (or None: the registry's), not {v!r}")
+    elif quality_thresholds is not None and not (isinstance(quality_thresholds, numbers.Real) and not isinstance(quality_thresholds, bool) and np.isfinite(quality_thresholds)):
+        bad.append(f"quality_thresholds must be a finite number, a dict {{target: threshold}} or None, not {quality_thresholds!r}")
+    return bad
+
+def _dim_name(ds, x):
+    try: return ds.dim(x).name
+    except KeyError: return x
+
 # %% ../nbs/06a_audit.ipynb #3ec0cf14
 @dataclass
 class Audit:
@@ -438,16 +472,14 @@ def audit(judgments:pd.DataFrame, # a plain table item_id, dimension, score [, j
          )->Audit:
     "Audit a judge's scores: correlations with CIs, CorrGap with the human baseline and excess, quality groups, alt-test, verdicts."
     ds = as_dataset(dataset)
-    if method not in ('spearman', 'pearson', 'kendall'): raise ValueError(f"method must be 'spearman', 'pearson' or 'kendall', not {method!r}")
-    if bins not in ('exact', 'round'): raise ValueError(f"bins must be 'exact' or 'round', not {bins!r}")
-    if ties not in ('fractional', 'id'): raise ValueError(f"ties must be 'fractional' or 'id', not {ties!r}")
-    if n_perm < 0 or n_boot_excess < 0 or n_boot < 0 or n_sim < 0 or n_boot_quality < 0 or not 0 < alpha < 1:
-        raise ValueError(f'n_perm, n_boot_excess, n_boot, n_boot_quality and n_sim must be >= 0 and 0 < alpha < 1 '
-                         f'(got {n_perm}, {n_boot_excess}, {n_boot}, {n_boot_quality}, {n_sim}, {alpha})')
+    counts = dict(n_perm=n_perm, n_boot_excess=n_boot_excess, n_boot=n_boot, n_boot_quality=n_boot_quality, n_sim=n_sim)
+    if bad := _audit_problems(ds, method, bins, ties, counts, n_perm_quality, alpha, seed, targets, exclude_dims, quality_thresholds):
+        raise ValueError(f"audit: {len(bad)} problem(s) with the arguments (nothing was computed):\n  " + '\n  '.join(bad))
     J = as_judgments(judgments, ds, judge, model)
     if judge is not None: J = J[J.judge == judge]
     if model is not None: J = J[J.model == model]
-    dims_all = [d for d in ds.spec.dim_names if d not in set(exclude_dims or ())]
+    excluded = {_dim_name(ds, x) for x in (exclude_dims or ())}      # aliases name the same dimension
+    dims_all = [d for d in ds.spec.dim_names if d not in excluded]
     J = J[J.dimension.isin(dims_all)]
     if not len(J): raise ValueError(f"no judgments of {ds.name}'s dimensions {dims_all} to audit" + (f' for judge {judge!r}' if judge else '') + (f' and model {model!r}' if model else ''))
     targets = [ds.dim(t).name for t in targets] if targets else [d for d in dims_all if d in set(J.dimension)]

@@ -4,7 +4,7 @@
 
 # %% ../nbs/13_cli.ipynb #541bd0ed
 from __future__ import annotations
-import os, sys, argparse, re, textwrap, shutil, subprocess, tempfile, contextlib
+import os, sys, argparse, re, textwrap, shutil, subprocess, tempfile, contextlib, math, fcntl
 from pathlib import Path
 import pandas as pd, yaml
 from tqdm import tqdm
@@ -14,7 +14,7 @@ from .core import paths, resource_name
 from . import sweep as S
 
 # %% auto #0
-__all__ = ['AUDIT_TEMPLATE', 'audit_run_id', 'run_with_progress', 'render_readme', 'parser', 'main']
+__all__ = ['AUDIT_TEMPLATE', 'audit_run_id', 'run_with_progress', 'AuditBusy', 'render_readme', 'parser', 'main']
 
 # %% ../nbs/13_cli.ipynb #a039abd3
 def _data_list(a):
@@ -100,9 +100,8 @@ def _judgments_list(a):
 
 def _judgments_import(a):
     if a.out:
-        j = JM.import_judgments(a.path, a.dataset, a.judge, a.model); out = Path(a.out)
-        if out.exists() and not a.replace: print(f"error: {out} exists: pass --replace to overwrite it", file=sys.stderr); return 2
-        out.parent.mkdir(parents=True, exist_ok=True); j.to_parquet(out, index=False)
+        j = JM.import_judgments(a.path, a.dataset, a.judge, a.model)
+        out = JM.write_parquet(j, a.out, replace=a.replace)       # atomic, under a lock: refused when it exists (unless --replace)
     else: j, out = JM.store_import(a.path, a.dataset, a.judge, a.model, replace=a.replace)
     print(f"{len(j)} judgments ({int((~j.parse_ok).sum())} failures) -> {S._show(out)}")
     return 0
@@ -142,17 +141,60 @@ def run_with_progress(cmd:list, env:dict, log:Path, desc:str, progress:bool=True
                 buf = ''
         return p.wait()
 
+# %% ../nbs/13_cli.ipynb #d37479d2
+_COUNTS = ('n_perm', 'n_boot_excess', 'n_boot', 'n_perm_quality', 'n_sim')
+
+def _audit_problems(a)->list:
+    "Every problem with the arguments of `judgelab audit`, in words (empty: all fine); nothing is read or written."
+    bad = []
+    for flag in _COUNTS:
+        v = getattr(a, flag)
+        if not isinstance(v, int) or v < 0: bad.append(f"--{flag.replace('_', '-')} must be a whole number >= 0 (0: none), not {v}")
+    if not (math.isfinite(a.alpha) and 0 < a.alpha < 1): bad.append(f"--alpha must be between 0 and 1 (exclusive), e.g. 0.05, not {a.alpha}")
+    try: D.get_spec(a.dataset)
+    except D.UnknownDatasetError as e: bad.append(str(e))
+    for check, v in ((JM.check_judge_name, a.judge), (JM.check_model_name, a.model)):
+        if v is not None:
+            try: check(v)
+            except JM.JudgmentImportError as e: bad.append(str(e))
+    p = Path(a.scores)
+    if not p.exists(): bad.append(f"no judgments file {p}")
+    elif not p.is_file(): bad.append(f"{p} is not a file: give a CSV or JSONL file")
+    return bad
+
+# %% ../nbs/13_cli.ipynb #36178bf9
+class AuditBusy(RuntimeError): "Another `judgelab audit` of the same judge and model on the same dataset is running."
+
+@contextlib.contextmanager
+def _try_lock(path:Path, what:str):
+    "An exclusive lock on `path` taken without waiting: when another process holds it, `AuditBusy` says that `what` is running."
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, 'a') as f:
+        try: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError: raise AuditBusy(f"{what} is running in another process: wait for it to finish (lock {S._show(path)})") from None
+        try: yield
+        finally: fcntl.flock(f, fcntl.LOCK_UN)
+
+def _set_aside(d:Path)->Path|None:
+    "Move an earlier audit's folder `d` out of the way (renamed into outputs/tmp/, on the same disk); None when there is none."
+    if not d.exists(): return None
+    keep = paths.outputs/'tmp'/'audits-kept'/f'{JM.slug(d.name)}.{os.getpid()}'
+    keep.parent.mkdir(parents=True, exist_ok=True); shutil.rmtree(keep, ignore_errors=True)
+    d.rename(keep); return keep
+
+# %% ../nbs/13_cli.ipynb #4c2a336f
 def _audit(a):
+    if bad := _audit_problems(a):       # every argument checked before any file is read or written
+        print(f"error: {len(bad)} problem(s) with the arguments (nothing ran):\n  " + '\n  '.join(bad), file=sys.stderr); return 2
     ds = D.as_dataset(a.dataset); path = Path(a.scores)
-    if not path.exists(): raise FileNotFoundError(f"No judgments file {path}")
     judge = a.judge or re.sub(r'_+', '_', JM.slug(path.stem)).strip('._-')[:80] or 'my_judge'
     model = a.model or 'unspecified'
-    for flag in ('n_perm', 'n_boot_excess', 'n_boot', 'n_perm_quality', 'n_sim'):
-        if getattr(a, flag) < 0: print(f"error: --{flag.replace('_', '-')} must be >= 0, not {getattr(a, flag)}", file=sys.stderr); return 2
-    j = JM.import_judgments(path, ds, judge, model)          # every problem of the file, before anything runs
+    j = JM.import_judgments(path, ds, judge, model)          # the file read once: every problem of it, before anything runs
     rid = audit_run_id(ds.name, judge, model); out_dir = paths.outputs/rid
     nb_out, log = paths.runs/f'{rid}.ipynb', paths.runs/f'{rid}.log'
-    with _env(JUDGELAB_RUN_ID=rid, JUDGELAB_RUN=S._show(nb_out)):
+    nb_new, nb_failed = nb_out.with_name(nb_out.stem + '.running.ipynb'), nb_out.with_name(nb_out.stem + '.failed.ipynb')
+    with _try_lock(paths.outputs/'tmp'/'locks'/f'{JM.slug(rid)}.audit.lock', f'an audit of judge {judge!r} and model {model!r} on {ds.name}'), \
+         _env(JUDGELAB_RUN_ID=rid, JUDGELAB_RUN=S._show(nb_out)):
         stored = JM.judgments_path(ds.name, judge, model)
         if stored.exists() and not a.replace:
             old = pd.read_parquet(stored)
@@ -160,23 +202,33 @@ def _audit(a):
                     j.reset_index(drop=True)[['item_id', 'dimension', 'sample', 'score']])):
                 print(f"error: {S._show(out_dir)} holds an audit of other scores for judge {judge!r} and model {model!r}: pass --replace to "
                       f"redo it with {path.name}, or name another judge (--judge)", file=sys.stderr); return 2
-        if out_dir.exists(): shutil.rmtree(out_dir)          # an audit's tables and figures all come from one run
-        j, stored = JM.store_import(path, ds, judge, model, replace=True)
-    print(f"{judge} ({model}) on {ds.name}: {len(j)} judgments of {j.item_id.nunique()} items x {j.dimension.nunique()} dimensions, "
-          f"{int((~j.parse_ok).sum())} failures -> {S._show(stored)}")
-    template = paths.resource(AUDIT_TEMPLATE)           # the checkout's template, or the installed copy
-    tpl = str(template) if resource_name(template) else S._show(template)
-    params = dict(dataset=ds.name, judgments_path=S._show(stored), n_perm=a.n_perm, n_boot_excess=a.n_boot_excess, n_boot=a.n_boot,
-                  n_perm_quality=a.n_perm_quality, n_sim=a.n_sim, alpha=a.alpha)
-    nb_out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile('w', suffix='.yaml', delete=False) as f: yaml.safe_dump(params, f); pfile = f.name
-    cmd = [sys.executable, '-c', S.PAPERMILL_MAIN, tpl, S._show(nb_out), '-f', pfile, '-k', S._kernel('judgelab'),
-           '--cwd', str(Path(tpl).parent), '--log-level', 'WARNING']
-    env = {**os.environ, 'JUDGELAB_ROOT': str(paths.root), 'JUDGELAB_RUN': S._show(nb_out), 'JUDGELAB_RUN_ID': rid, 'PYTHONUNBUFFERED': '1', **S.thread_env(os.cpu_count() or 1)}
-    try: rc = run_with_progress(cmd, env, log, f'audit {ds.name}', progress=not a.quiet)
-    finally: os.unlink(pfile)
-    if rc != 0:
-        print(f"error: the audit notebook failed: {S._last_error(log)}\n  notebook: {S._show(nb_out)}\n  log: {S._show(log)}", file=sys.stderr); return 1
+        kept, done = _set_aside(out_dir), False        # the earlier audit stays whole until this one has succeeded
+        try:
+            j, stored = JM.store_import(path, ds, judge, model, replace=True, judgments=j)
+            print(f"{judge} ({model}) on {ds.name}: {len(j)} judgments of {j.item_id.nunique()} items x {j.dimension.nunique()} dimensions, "
+                  f"{int((~j.parse_ok).sum())} failures -> {S._show(stored)}")
+            template = paths.resource(AUDIT_TEMPLATE)           # the checkout's template, or the installed copy
+            tpl = str(template) if resource_name(template) else S._show(template)
+            params = dict(dataset=ds.name, judgments_path=S._show(stored), n_perm=a.n_perm, n_boot_excess=a.n_boot_excess, n_boot=a.n_boot,
+                          n_perm_quality=a.n_perm_quality, n_sim=a.n_sim, alpha=a.alpha)
+            nb_out.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile('w', suffix='.yaml', delete=False) as f: yaml.safe_dump(params, f); pfile = f.name
+            cmd = [sys.executable, '-c', S.PAPERMILL_MAIN, tpl, S._show(nb_new), '-f', pfile, '-k', S._kernel('judgelab'),
+                   '--cwd', str(Path(tpl).parent), '--log-level', 'WARNING']
+            env = {**os.environ, 'JUDGELAB_ROOT': str(paths.root), 'PYTHONUNBUFFERED': '1', **S.thread_env(os.cpu_count() or 1)}
+            try: rc = run_with_progress(cmd, env, log, f'audit {ds.name}', progress=not a.quiet)
+            finally: os.unlink(pfile)
+            if rc != 0:
+                if nb_new.exists(): nb_new.replace(nb_failed)
+                print(f"error: the audit notebook failed: {S._last_error(log)}\n  notebook: {S._show(nb_failed)}\n  log: {S._show(log)}"
+                      + (f"\n  the earlier audit in {S._show(out_dir)} is kept as it was" if kept else ''), file=sys.stderr); return 1
+            nb_new.replace(nb_out); nb_failed.unlink(missing_ok=True); done = True
+        finally:
+            if done:
+                if kept: shutil.rmtree(kept)
+            else:
+                if out_dir.exists(): shutil.rmtree(out_dir)
+                if kept: kept.rename(out_dir)
     tag = f'{ds.name}_{stored.stem}'
     text = (out_dir/'tables'/f'audit_{tag}_verdicts_text.md').read_text().splitlines()
     print('\n'.join(re.sub(r'^- ', '  ', l).replace('**', '') for l in text if l.strip() and not l.startswith('<!--')))
@@ -246,7 +298,7 @@ def parser()->argparse.ArgumentParser:
                        description="Validate and import SCORES (CSV or JSONL with item_id, dimension, score[, rationale, sample, failure]), run the audit "
                        "notebook on them and print a verdict per target dimension. Outputs: outputs/audits/<dataset>__<judge>__<model>/ and "
                        "papermill_runs/audits/<dataset>__<judge>__<model>.ipynb. Exit status: 0 done, 1 the notebook failed, 2 bad input (nothing ran).")
-    x.add_argument('scores', help='CSV or JSONL of your judge: item_id, dimension, score')
+    x.add_argument('scores', help='CSV or JSONL (UTF-8) of your judge: item_id, dimension, score')
     x.add_argument('--dataset', required=True, help='dataset the items belong to (judgelab data list)')
     x.add_argument('--judge', help="the judge's name (default: the file name)"); x.add_argument('--model', help="its model (default: 'unspecified')")
     x.add_argument('--replace', action='store_true', help='redo an earlier audit of this judge and model made with other scores')
@@ -271,7 +323,9 @@ def parser()->argparse.ArgumentParser:
     j = sub.add_parser('judgments', help='published judgments and importing your own').add_subparsers(dest='sub', metavar='ACTION', required=True)
     x = j.add_parser('list', help='published judge outputs per dataset'); x.add_argument('names', nargs='*')
     x.add_argument('--all', action='store_true'); x.set_defaults(fn=_judgments_list)
-    x = j.add_parser('import', help="validate a CSV/JSONL of item_id,dimension,score[,rationale] and store it as parquet")
+    x = j.add_parser('import', help="validate a CSV/JSONL of item_id,dimension,score[,rationale] and store it as parquet",
+                     description="Validate a UTF-8 CSV or JSONL file (item_id, dimension, score[, rationale, sample, failure]; at most "
+                     f"{JM.MAX_FIELD_CHARS:,} characters per field) against its dataset and store it. Exit status: 0 stored, 2 bad input (every problem listed; nothing written).")
     x.add_argument('path'); x.add_argument('--dataset', required=True); x.add_argument('--judge', required=True)
     x.add_argument('--model', required=True); x.add_argument('--out', help='default: outputs/judgments/<dataset>/<judge>__<model>.parquet (with a manifest row)')
     x.add_argument('--replace', action='store_true', help='overwrite an existing judgments file (refused otherwise)')
@@ -307,6 +361,6 @@ def main(argv=None)->int:
     try: return a.fn(a)
     except (S.ConfigError, S.SweepLocked) as e:
         print(f"error: {e}", file=sys.stderr); return 2
-    except (D.UnknownDatasetError, D.ChecksumError, D.MissingDataError, D.DataError, JM.JudgmentImportError, KeyError, FileNotFoundError, FileExistsError) as e:
+    except (D.UnknownDatasetError, D.ChecksumError, D.MissingDataError, D.DataError, JM.JudgmentImportError, KeyError, FileNotFoundError, FileExistsError, AuditBusy) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         print(f"error: {msg}", file=sys.stderr); return 2

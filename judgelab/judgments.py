@@ -4,21 +4,22 @@
 
 # %% ../nbs/01a_judgments.ipynb #d1c6a8f4
 from __future__ import annotations
-import re, json, csv, io
+import re, json, csv, io, os, codecs, hashlib, numbers, threading
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np, pandas as pd
-from .core import paths, record_manifest, sha256_file, _rel
+from .core import paths, record_manifest, sha256_file, _rel, file_lock
 from scipy import stats
 from .parse import in_range, range_failure, parse_rating, parse_labelled, parse_score, Parsed, NO_SCORE, OUT_OF_RANGE, CONFLICT, EMPTY
 from .data import get_spec, load, as_dataset, raw_dir, group_files, group_digest, DataError, _item_slug, _hanna_table, _hanna_col, _HANNA_DIMS
 
 # %% auto #0
-__all__ = ['JUDGMENT_COLUMNS', 'JUDGMENT_SOURCES', 'slug', 'judgments_path', 'save_judgments', 'JudgmentSource', 'parse_rts',
-           'parse_choice', 'parse_stars', 'parse_geval_sample', 'parse_batch', 'Replay', 'list_judgments',
-           'load_judgments', 'judgment_scores', 'score_coverage', 'judgments_inputs', 'authors_scores',
-           'authors_correlations', 'rule_differences', 'JudgmentImportError', 'check_judge_name', 'check_model_name',
-           'validate_judgments', 'import_judgments', 'as_judgments', 'store_import']
+__all__ = ['JUDGMENT_COLUMNS', 'JUDGMENT_SOURCES', 'MAX_FIELD_CHARS', 'MAX_SAMPLE', 'slug', 'judgments_path', 'save_judgments',
+           'write_parquet', 'JudgmentSource', 'parse_rts', 'parse_choice', 'parse_stars', 'parse_geval_sample',
+           'parse_batch', 'Replay', 'list_judgments', 'load_judgments', 'judgment_scores', 'score_coverage',
+           'judgments_inputs', 'authors_scores', 'authors_correlations', 'rule_differences', 'JudgmentImportError',
+           'check_judge_name', 'check_model_name', 'validate_judgments', 'import_judgments', 'as_judgments',
+           'store_import']
 
 # %% ../nbs/01a_judgments.ipynb #0a4e7b19
 JUDGMENT_COLUMNS = ['item_id', 'dimension', 'judge', 'model', 'score', 'rationale', 'sample', 'parse_ok', 'failure']
@@ -40,12 +41,31 @@ def save_judgments(j:pd.DataFrame, # a judgments table
                    parameters:dict|None=None, # what made it (method, options, items, seed, ...)
                    inputs=None, # {name: sha256} of what it read (the dataset's files)
                    notebook:str|None=None, # the notebook that made them (None: a library call)
+                   replace:bool=True, # overwrite an existing file (else FileExistsError)
                   )->Path:
-    "Write judgments to `judgments_path` (inside the run's folder) and record them in the manifest: judgments are outputs too."
+    "Write judgments to `judgments_path` (inside the run's folder; atomically, under a lock) and record them in the manifest: judgments are outputs too."
     dataset = get_spec(dataset).name
-    p = judgments_path(dataset, method, model); p.parent.mkdir(parents=True, exist_ok=True)
-    j.to_parquet(p, index=False)
-    record_manifest([p], notebook, parameters, inputs)
+    return write_parquet(j, judgments_path(dataset, method, model), replace, then=lambda p: record_manifest([p], notebook, parameters, inputs))
+
+# %% ../nbs/01a_judgments.ipynb #37a10d4a
+def _lock_file(p:Path)->Path:
+    "The lock file guarding writes to `p` (in outputs/tmp/locks/, which git ignores)."
+    return paths.outputs/'tmp'/'locks'/f'{slug(Path(p).name)[:60]}.{hashlib.sha256(str(Path(p).resolve()).encode()).hexdigest()[:16]}.lock'
+
+def write_parquet(j:pd.DataFrame, # the table
+                  p:str|Path, # where it goes
+                  replace:bool=True, # overwrite an existing file (else FileExistsError)
+                  then=None, # called with `p` after the write, still under the lock (e.g. the manifest row)
+                 )->Path:
+    "Write `j` to `p` atomically (a temporary file in the same folder, renamed into place) under a lock on `p`: a reader never sees half a file, and two writers never interleave."
+    p = Path(p); p.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock(_lock_file(p)):
+        if p.exists() and not replace:
+            raise FileExistsError(f"{_rel(p, paths.root)} exists: pass --replace (replace=True) to overwrite it, or write under another name")
+        tmp = p.with_name(f'.{p.name}.{os.getpid()}.{threading.get_ident()}.tmp')
+        try: j.to_parquet(tmp, index=False); os.replace(tmp, p)
+        finally: tmp.unlink(missing_ok=True)
+        if then is not None: then(p)
     return p
 
 # %% ../nbs/01a_judgments.ipynb #a1585b3f
@@ -713,30 +733,129 @@ def check_model_name(name:str)->str:
         raise JudgmentImportError(f"model name {name!r} must be printable text of 1-200 characters with at least one letter or digit")
     return name
 
-def _read_rows(path)->pd.DataFrame:
-    "A CSV or JSONL file as a table; a row with too many or too few fields, or a line that is not JSON, is an error naming the row."
-    text = path.read_text(encoding='utf-8', errors='replace')
-    if not text.strip(): raise JudgmentImportError(f"{path}: the file is empty")
-    if path.suffix.lower() in ('.jsonl', '.json'):
-        rows, bad = [], []
-        for i, line in enumerate(text.splitlines(), 1):
+# %% ../nbs/01a_judgments.ipynb #5594b222
+MAX_FIELD_CHARS = 1_000_000   # the longest field (e.g. a rationale) an imported file may hold, in characters
+MAX_SAMPLE = 2**63 - 1        # `sample` is stored as a 64-bit integer
+
+def _listing(problems:list, max_listed:int=20)->str:
+    "Problems one per line: the first `max_listed`, then how many more (so that the count said is the count meant)."
+    shown = problems[:max_listed]
+    return '\n  '.join(shown) + (f'\n  ... and {len(problems) - len(shown)} more' if len(problems) > len(shown) else '')
+
+def _decode(data:bytes, # the file's bytes, read once
+            where:str, # the file, for the message
+            max_listed:int=20)->str:
+    "The text of an imported file: UTF-8 with or without a byte-order mark; any other bytes are an error naming their lines (never replacement characters)."
+    if data.startswith(codecs.BOM_UTF8): data = data[len(codecs.BOM_UTF8):]
+    try: return data.decode('utf-8')
+    except UnicodeDecodeError: pass
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise JudgmentImportError(f"{where}: the file is UTF-16 text; judgelab reads UTF-8 (with or without a byte-order mark): save it as UTF-8")
+    bad = []
+    for i, line in enumerate(data.split(b'\n'), 1):
+        try: line.decode('utf-8')
+        except UnicodeDecodeError as e: bad.append(f'line {i}, byte {e.start + 1}: 0x{line[e.start]:02x} is not UTF-8')
+    raise JudgmentImportError(f"{where}: {len(bad)} line(s) not UTF-8 (the file must be UTF-8, with or without a byte-order mark; a "
+                              f"spreadsheet's Windows/Latin-1 export is not: save it as 'CSV UTF-8'):\n  " + _listing(bad, max_listed))
+
+# %% ../nbs/01a_judgments.ipynb #99dc3a6c
+def _unique_keys(pairs):
+    "A JSON object's keys, each once: a key given twice is an error (json.loads would keep the last silently)."
+    keys = [k for k, _ in pairs]
+    if dup := sorted({k for k in keys if keys.count(k) > 1}): raise ValueError(f"key(s) {dup} given more than once")
+    return dict(pairs)
+
+def _read_rows(data:bytes, # the file's bytes, read once
+               where:str, # the file's name, for messages
+               jsonl:bool=False, # JSON lines (else CSV)
+               max_listed:int=20)->pd.DataFrame: # one row per judgment, values as read (text, numbers, ...), and `_row`
+    "A CSV or JSONL file as a table of the values as written. Every structural problem is listed with its row (CSV) or line (JSONL): bytes that are not UTF-8, a line that is not a JSON object or repeats a key, a CSV header naming a column twice, a row with too many or too few fields, a field over `MAX_FIELD_CHARS`."
+    text = _decode(data, where, max_listed)
+    if not text.strip(): raise JudgmentImportError(f"{where}: the file is empty")
+    bad, records = [], []
+    if jsonl:
+        for i, line in enumerate(text.split('\n'), 1):
             if not line.strip(): continue
-            try: r = json.loads(line)
+            try: r = json.loads(line, object_pairs_hook=_unique_keys)
             except ValueError as e: bad.append(f'line {i}: not JSON ({e})'); continue
             if not isinstance(r, dict): bad.append(f'line {i}: not a JSON object'); continue
-            rows.append(dict(r, _row=i))
-        if bad: raise JudgmentImportError(f"{path}: {len(bad)} malformed line(s):\n  " + '\n  '.join(bad[:20]))
-        df = pd.DataFrame(rows)
+            records.append((i, r))
+        keys = list(dict.fromkeys(k for _, r in records for k in r))
+        records = [(i, {k: r.get(k, 0 if k == 'sample' else None) for k in keys}) for i, r in records]   # a key a line leaves out: no value (sample: 0)
+        kind, unit = 'malformed line(s)', 'line'
     else:
-        lines = list(csv.reader(io.StringIO(text)))
-        header = lines[0]; body = [(i, r) for i, r in enumerate(lines[1:], 2) if r]
-        if bad := [f'row {i}: {len(r)} fields, the header has {len(header)}' for i, r in body if len(r) != len(header)]:
-            raise JudgmentImportError(f"{path}: {len(bad)} row(s) with a wrong number of fields:\n  " + '\n  '.join(bad[:20]))
-        try: df = pd.read_csv(io.StringIO(text), dtype={'item_id': str}, keep_default_na=True, skip_blank_lines=True)
-        except Exception as e: raise JudgmentImportError(f"{path}: cannot be read as CSV ({e})") from None
-        df['_row'] = [i for i, _ in body]
-    if not len(df): raise JudgmentImportError(f"{path}: no judgments (a header without rows)")
+        old = csv.field_size_limit()
+        try:
+            csv.field_size_limit(max(old, len(text) + 1))   # the file is in memory already: long fields are checked below, with their rows
+            lines = list(csv.reader(io.StringIO(text, newline='')))
+        except csv.Error as e: raise JudgmentImportError(f"{where}: cannot be read as CSV ({e})") from None
+        finally: csv.field_size_limit(old)
+        header = lines[0]
+        if dup := [c for c in dict.fromkeys(header) if c and header.count(c) > 1]:
+            raise JudgmentImportError(f"{where}: the header names {len(dup)} column(s) more than once: {', '.join(map(repr, dup))}; "
+                                      "each column must appear once (which one would hold the value?)")
+        for i, r in enumerate(lines[1:], 2):
+            if not r: continue
+            if len(r) != len(header): bad.append(f'row {i}: {len(r)} fields, the header has {len(header)}'); continue
+            records.append((i, dict(zip(header, (None if v == '' else v for v in r)))))   # an empty field: no value
+        kind, unit = 'malformed row(s)', 'row'
+    for i, r in records:
+        for k, v in r.items():
+            if isinstance(v, str) and len(v) > MAX_FIELD_CHARS:
+                bad.append(f'{unit} {i}: field {str(k)[:40]!r} has {len(v):,} characters, more than the limit of {MAX_FIELD_CHARS:,} per field '
+                           '(judgelab.judgments.MAX_FIELD_CHARS): shorten it')
+    if bad: raise JudgmentImportError(f"{where}: {len(bad)} {kind}:\n  " + _listing(bad, max_listed))
+    if not records: raise JudgmentImportError(f"{where}: no judgments (a header without rows)")
+    df = pd.DataFrame([r for _, r in records], dtype=object)
+    df['_row'] = [i for i, _ in records]
     return df
+
+# %% ../nbs/01a_judgments.ipynb #e9540713
+_NA_TEXT = {'', 'NA', 'N/A', 'n/a', '#N/A', '<NA>', 'NaN', 'nan', '-nan', 'NULL', 'null', 'None'}   # read as "no value" in score, sample and failure
+_CONTROL = re.compile(r'[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]')       # control characters other than tab and line breaks
+_CONTROL_ALL = re.compile(r'[\x00-\x1f\x7f-\x9f]')
+_NUMBER = re.compile(r'[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?inf(inity)?', re.I)
+_INTEGER = re.compile(r'\+?\d+')
+
+def _is_missing(x)->bool:
+    "No value: None, NaN, pandas' NA, or text such as '' or 'NA'."
+    if x is None or x is pd.NA or x is pd.NaT: return True
+    if isinstance(x, float): return np.isnan(x)
+    return isinstance(x, str) and x.strip() in _NA_TEXT
+
+def _is_bool(x)->bool: return isinstance(x, (bool, np.bool_))
+def _non_scalar(x)->bool: return isinstance(x, (list, tuple, dict, set, np.ndarray, pd.Series, pd.DataFrame))
+
+def _to_float(x):
+    "A score as a float (NaN: none; None: not a number). Booleans are not numbers here."
+    if _is_missing(x): return np.nan
+    if _is_bool(x) or _non_scalar(x): return None
+    if isinstance(x, numbers.Real):
+        try: return float(x)
+        except OverflowError: return np.inf if x > 0 else -np.inf    # an integer too large for a float is off every scale
+    if isinstance(x, str) and _NUMBER.fullmatch(x.strip()): return float(x.strip())
+    return None
+
+def _to_sample(x):
+    "A sample index as a Python int (any size: the range is checked by the caller); None when it is not a non-negative integer."
+    if _is_missing(x) or _is_bool(x) or _non_scalar(x): return None
+    if isinstance(x, numbers.Integral): v = int(x)
+    elif isinstance(x, numbers.Real):
+        if not (np.isfinite(x) and float(x).is_integer()): return None
+        v = int(x) if abs(x) < 2**53 else MAX_SAMPLE + 1        # a float this large is not an exact integer
+    elif isinstance(x, str) and _INTEGER.fullmatch(x.strip()): v = int(x.strip())
+    elif isinstance(x, str) and _NUMBER.fullmatch(x.strip()) and (f := float(x.strip())).is_integer():
+        v = int(f) if abs(f) < 2**53 else MAX_SAMPLE + 1
+    else: return None
+    return v if v >= 0 else None
+
+# %% ../nbs/01a_judgments.ipynb #36715cb8
+def _shown(x, width=60):
+    "A value as it may be printed in a message: control characters escaped (never sent to the terminal), long text cut."
+    if _non_scalar(x): x = json.dumps(x, default=str) if isinstance(x, (list, dict)) else repr(x)
+    s = str(x)
+    if _CONTROL_ALL.search(s): s = s.encode('unicode_escape').decode('ascii')
+    return s if len(s) <= width else s[:width - 3] + '...'
 
 def validate_judgments(df:pd.DataFrame, # item_id, dimension, score [, rationale, sample, failure] (and `_row`: the row numbers to report)
                        dataset, # a dataset name or a `judgelab.data.Dataset`
@@ -745,62 +864,89 @@ def validate_judgments(df:pd.DataFrame, # item_id, dimension, score [, rationale
                        where:str='the table', # what the rows come from, for the error message (a file name)
                        max_listed:int=20, # offending rows listed per problem
                       )->pd.DataFrame: # judgments table (`JUDGMENT_COLUMNS`)
-    "A plain table of scores checked against its dataset (every problem listed at once) and put into the judgments schema."
+    "A plain table of scores checked against its dataset (every problem listed at once, with its rows) and put into the judgments schema."
     check_judge_name(judge); check_model_name(model); ds = as_dataset(dataset)
     if not isinstance(df, pd.DataFrame): raise JudgmentImportError(f"{where}: judgments must be a pandas DataFrame, not {type(df).__name__}")
+    if dup := sorted({str(c) for c in df.columns[df.columns.duplicated()]}):
+        raise JudgmentImportError(f"{where}: column(s) {dup} appear more than once; each column must appear once")
     missing = [c for c in ('item_id', 'dimension', 'score') if c not in df.columns]
     if missing: raise JudgmentImportError(f"{where}: missing column(s) {missing}; found {[c for c in df.columns if c != '_row']}")
     if not len(df): raise JudgmentImportError(f"{where}: no judgments (no rows)")
-    df = df.copy(); df['item_id'] = df.item_id.astype(str)
+    df = df.copy()
     if '_row' not in df: df['_row'] = df.index
-    if 'sample' not in df: df['sample'] = 0
-    if 'rationale' not in df: df['rationale'] = None
-    if 'failure' not in df: df['failure'] = None
+    for c, default in (('sample', 0), ('rationale', None), ('failure', None)):
+        if c not in df: df[c] = default
     df = df.reset_index(drop=True)
     problems = {}
     def flag(what, mask):
+        mask = np.asarray(mask, dtype=bool)
         if mask.any(): problems[what] = df.index[mask]
-    flag('unknown item_id', ~df.item_id.isin(set(ds.items.item_id)))
-    dims = []
-    for x in df.dimension:
-        try: dims.append(ds.dim(x).name)
-        except KeyError: dims.append(None)
-    df['dimension_'] = dims
-    flag('unknown dimension', df.dimension_.isna())
-    sample = pd.to_numeric(df['sample'], errors='coerce')
-    flag('sample is not a non-negative integer', ~(sample.notna() & (sample >= 0) & (sample == sample.round())))
-    sc = pd.to_numeric(df.score, errors='coerce')
-    has_fail = df.failure.notna() & (df.failure.astype(str).str.strip() != '')
-    flag('score is not a number', df.score.notna() & sc.isna())
-    flag('score missing without a failure reason', df.score.isna() & ~has_fail)
-    lo = df.dimension_.map(lambda d: ds.dim(d).lo if isinstance(d, str) else np.nan)
-    hi = df.dimension_.map(lambda d: ds.dim(d).hi if isinstance(d, str) else np.nan)
-    flag('score outside the dimension scale', sc.notna() & df.dimension_.notna() & ~in_range(sc, lo, hi))
-    flag('duplicate (item_id, dimension, sample)', df.assign(sample=sample).duplicated(['item_id', 'dimension_', 'sample'], keep=False) & df.dimension_.notna())
+    fields = ('item_id', 'dimension', 'score', 'sample', 'rationale', 'failure')
+    V = {c: df[c].tolist() for c in fields}          # plain Python values: None and NaN stay apart from numbers
+    arr = lambda xs: np.array(list(xs), dtype=bool)
+    shape = {c: arr(map(_non_scalar, V[c])) for c in fields}
+    for c in fields: flag(f'{c} is a list or an object, not one value', shape[c])
+    ctrl = {c: arr(isinstance(x, str) and bool((_CONTROL if c in ('rationale', 'failure') else _CONTROL_ALL).search(x)) for x in V[c]) for c in fields}
+    for c in fields:
+        flag(f'{c} holds a control character' + (' (only tab and line breaks are allowed in free text)' if c in ('rationale', 'failure') else ''), ctrl[c])
+    bad = {c: shape[c] | ctrl[c] for c in fields}
+    item = [None if _is_missing(x) or _non_scalar(x) else str(x) for x in V['item_id']]
+    known = set(ds.items.item_id)
+    flag('unknown item_id', ~bad['item_id'] & arr(x not in known for x in item))
+    def _dim(x):
+        if not isinstance(x, str): return None
+        try: return ds.dim(x).name
+        except KeyError: return None
+    dims = [_dim(x) for x in V['dimension']]
+    flag('unknown dimension', ~bad['dimension'] & arr(x is None for x in dims))
+    isbool = {c: arr(map(_is_bool, V[c])) for c in ('score', 'sample', 'failure')}
+    for c in ('score', 'sample', 'failure'): flag(f'{c} is true/false, not ' + ('a reason' if c == 'failure' else 'a number'), isbool[c])
+    sample = [_to_sample(x) for x in V['sample']]
+    flag('sample is not a non-negative integer', ~bad['sample'] & ~isbool['sample'] & arr(v is None for v in sample))
+    flag(f'sample does not fit a 64-bit integer (at most {MAX_SAMPLE}; a number with a decimal point or exponent at most 2**53)',
+         arr(v is not None and v > MAX_SAMPLE for v in sample))
+    sc = [_to_float(x) for x in V['score']]
+    scf = pd.Series([np.nan if v is None else v for v in sc], dtype=float); has_score = ~np.isnan(scf.values)
+    has_fail = arr(not _is_missing(x) and not _is_bool(x) and not _non_scalar(x) and str(x).strip() != '' for x in V['failure'])
+    flag('score is not a number', ~bad['score'] & ~isbool['score'] & arr(v is None for v in sc))
+    flag('score missing without a failure reason', arr(v is not None and np.isnan(v) for v in sc) & ~has_fail & ~bad['failure'] & ~isbool['failure'])
+    flag('score and failure both given (a row is either a score or a failure with its reason)', has_score & has_fail)
+    lo = pd.Series([ds.dim(d).lo if d else np.nan for d in dims], dtype=float)
+    hi = pd.Series([ds.dim(d).hi if d else np.nan for d in dims], dtype=float)
+    flag('score outside the dimension scale', has_score & arr(d is not None for d in dims) & ~np.asarray(in_range(scf, lo, hi), dtype=bool))
+    key = pd.DataFrame(dict(item=item, dim=dims, sample=[-1 if v is None or v > MAX_SAMPLE else v for v in sample]), dtype=object)
+    flag('duplicate (item_id, dimension, sample)', key.duplicated(keep=False).values & arr(i is not None and d is not None and v is not None and v <= MAX_SAMPLE for i, d, v in zip(item, dims, sample)))
     if problems:
         unit = 'file lines' if where.endswith(('.jsonl', '.json')) else 'file rows' if where != 'the table' else 'index'
-        lines = [f"{where}: {sum(len(v) for v in problems.values())} problem(s) against dataset {ds.name!r}:"]
+        n = sum(len(v) for v in problems.values())
+        lines = [f"{where}: {n} problem(s) in {len(set().union(*map(set, problems.values())))} row(s) against dataset {ds.name!r}:"]
         for what, idx in problems.items():
-            shown = df.loc[idx[:max_listed], [c for c in ('item_id', 'dimension', 'sample', 'score') if c in df]]
-            lines.append(f"- {what}: {len(idx)} row(s) ({unit} "
-                         f"{', '.join(str(i) for i in df._row[idx[:max_listed]])}{' ...' if len(idx) > max_listed else ''})\n" + shown.to_string())
+            more = f' ... and {len(idx) - max_listed} more' if len(idx) > max_listed else ''
+            shown = df.loc[idx[:max_listed], [c for c in ('item_id', 'dimension', 'sample', 'score') if c in df]].map(_shown)
+            lines.append(f"- {what}: {len(idx)} row(s) ({unit} {', '.join(str(i) for i in df._row[idx[:max_listed]])}{more})\n" + shown.to_string())
         raise JudgmentImportError('\n'.join(lines))
-    ok = sc.notna()
-    return pd.DataFrame(dict(item_id=df.item_id, dimension=df.dimension_, judge=judge, model=model, score=sc.astype(float),
-                             rationale=df.rationale, sample=sample.astype(int), parse_ok=ok,
-                             failure=np.where(ok, None, df.failure)))[JUDGMENT_COLUMNS]
+    ok = has_score
+    text = lambda xs: [None if x is None or (isinstance(x, float) and np.isnan(x)) else str(x) for x in xs]
+    fail = text(None if _is_missing(x) else x for x in V['failure'])
+    return pd.DataFrame(dict(item_id=item, dimension=dims, judge=judge, model=model, score=scf.values,
+                             rationale=text(V['rationale']), sample=np.array(sample, dtype='int64'), parse_ok=ok,
+                             failure=[None if o else x for o, x in zip(ok, fail)]))[JUDGMENT_COLUMNS]
 
-def import_judgments(path:str|Path, # CSV or JSONL file
+# %% ../nbs/01a_judgments.ipynb #c328acc3
+def import_judgments(path:str|Path, # CSV or JSONL file (UTF-8)
                      dataset, # a dataset name or a `judgelab.data.Dataset`
                      judge:str, # judge (method) name, e.g. 'my_prompt_v2'
                      model:str, # model name, e.g. 'meta-llama/Llama-3.3-70B-Instruct'
                      max_listed:int=20, # offending rows listed per problem
                     )->pd.DataFrame:
-    "A user's judgments file as a validated judgments table."
+    "A user's judgments file as a validated judgments table; the file is read once and `attrs['sha256']` is the hash of exactly the bytes parsed."
     path = Path(path); check_judge_name(judge); check_model_name(model); ds = as_dataset(dataset)
     if not path.exists(): raise FileNotFoundError(f"No judgments file {path}")
-    j = validate_judgments(_read_rows(path), ds, judge, model, where=str(path), max_listed=max_listed)
-    j.attrs['source'] = f'import:{path.name}'
+    if path.is_dir(): raise JudgmentImportError(f"{path} is a folder: give a CSV or JSONL file")
+    data = path.read_bytes()
+    rows = _read_rows(data, str(path), jsonl=path.suffix.lower() in ('.jsonl', '.json'), max_listed=max_listed)
+    j = validate_judgments(rows, ds, judge, model, where=str(path), max_listed=max_listed)
+    j.attrs.update(source=f'import:{path.name}', sha256=hashlib.sha256(data).hexdigest())
     return j
 
 # %% ../nbs/01a_judgments.ipynb #78ac7d16
@@ -823,14 +969,16 @@ def as_judgments(judgments:pd.DataFrame, # judgments (schema `JUDGMENT_COLUMNS`)
 def store_import(path:str|Path, # the user's CSV or JSONL file
                  dataset, judge:str, model:str, # as for `import_judgments` (a dataset name or Dataset)
                  replace:bool=False, # overwrite an existing judgments file
+                 judgments:pd.DataFrame|None=None, # what `import_judgments` already made of `path` (the file is then not read again)
                 )->tuple: # (judgments, the parquet path)
-    "Validate a user's judgments file and store it as `judgments_path(dataset, judge, model)`, with a manifest row; an existing file is kept unless `replace`."
-    ds = as_dataset(dataset); j = import_judgments(path, ds, judge, model)
-    out = judgments_path(ds.name, judge, model)
-    if out.exists() and not replace:
-        raise FileExistsError(f"{_rel(out, paths.root)} exists (judge {judge!r}, model {model!r}): pass --replace (replace=True) to overwrite it, "
-                              f"or import under another judge name")
-    inputs = {_rel(path, paths.root): sha256_file(path), **{f'{ds.name}/{f}': h for f, h in ds.hashes.items()}}
-    p = save_judgments(j, ds.name, judge, model, dict(source=Path(path).name, dataset=ds.name, judge=judge, model=model, rows=len(j),
-                                                      failures=int((~j.parse_ok).sum())), inputs, notebook='judgelab judgments import')
+    "Validate a user's judgments file and store it as `judgments_path(dataset, judge, model)`, with a manifest row hashing the bytes that were parsed; an existing file is kept unless `replace`."
+    ds = as_dataset(dataset); j = import_judgments(path, ds, judge, model) if judgments is None else judgments
+    if 'sha256' not in j.attrs: raise ValueError("`judgments` must come from `import_judgments` (its attrs['sha256'] names the bytes it read)")
+    inputs = {_rel(path, paths.root): j.attrs['sha256'], **{f'{ds.name}/{f}': h for f, h in ds.hashes.items()}}
+    try:
+        p = save_judgments(j, ds.name, judge, model, dict(source=Path(path).name, dataset=ds.name, judge=judge, model=model, rows=len(j),
+                                                          failures=int((~j.parse_ok).sum())), inputs, notebook='judgelab judgments import', replace=replace)
+    except FileExistsError:
+        raise FileExistsError(f"{_rel(judgments_path(ds.name, judge, model), paths.root)} exists (judge {judge!r}, model {model!r}): pass --replace "
+                              "(replace=True) to overwrite it, or import under another judge name") from None
     return j, p
