@@ -768,8 +768,11 @@ def matched_null(preds, # judge scores for the target: an array, or {name: array
     attenuation offset): the simulated spread then holds the fit's uncertainty too. Per judge: `reliability_ratio` (its correlation with the latent target
     over an average rater's), `excess_null` (the mean simulated excess: the bias of the excess for this judge),
     `excess_corrected` = excess - excess_null, and its one-sided p-value `p_corrected`: the observed excess against a normal
-    null with the simulations' mean and sd, in the prediction form (Student's t with n_sim - 1 degrees of freedom, the sd
-    scaled by sqrt(1 + 1/n_sim)), so that it is continuous and can be small enough for BH over many pairs with a modest
+    null with the simulations' mean and `excess_null_sd`, in the prediction form (Student's t with `null_dof` degrees of
+    freedom, the sd scaled by sqrt(1 + 1/n_sim)). Each simulated dataset is refitted too, and `excess_null_sd` is the wider
+    of the simulations' own sd and `_null_spread`'s parametric-bootstrap sd of excess - h(fitted parameters), which holds
+    the fit's error and its covariance with the excess (at low agreement they run against each other); `null_dof` is
+    n_sim - 1 less the parameters in h. The p-value is continuous and can be small enough for BH over many pairs with a modest
     `n_sim`; `p_corrected_mc` = (1 + #{simulated >= observed})/(n_sim + 1) is the plain Monte Carlo p beside it.
     Where the raters of t or o do not agree (mean correlation between rater slots below `min_agreement`) there is no latent
     score to fit: the row has `n_sim` 0 and says why (`null_note`)."""
