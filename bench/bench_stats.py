@@ -13,6 +13,8 @@ Issue 23's section (`make bench` runs it too):
   and with the reliability-matched null (`n_sim` 100 per pair: what the null costs), and one pair's null with the
   former per-resample fit (moment matching on 5000 simulated items, 2 steps, for every resample) vs today's (the
   resample's correlations plus the full fit's attenuation offset, one closed-form fit).
+- `null_pair`: one HANNA pair's null for every published judge (`n_sim` 100), the inner loop without and with the refit
+  of each simulated dataset that gives the null's spread the fit's error and its correlation with the excess.
 Other sections: `corrgap` (the permutation engine vs a per-permutation scipy loop, and the SummEval audit),
 `baseline` (the human baseline vs a per-resample loop), `masks` (HANNA's raw audit, today's masks vs the former),
 `kendall` (one judge x dimension's Kendall bootstrap vs the scipy loop).
@@ -431,7 +433,47 @@ def main_null(n_sim=100, repeats=1, target='relevance', other='engagement', pair
           f"{np.abs(d).mean():.3f} on average over judges (both are estimates; corrgap_calibration checks today's)")
     return dict(without=times['without'], with_null=times['with_null'], former=t2['former'], today=t2['today'])
 
-SECTIONS = ('table', 'audit', 'null', 'corrgap', 'baseline', 'masks', 'kendall')
+def _refit_null_sims(m, P, R_t, R_o, W, rng, K):
+    "Today's inner loop of `matched_null` (issue 23, the last cells): the offset fit per resample, then each simulated dataset refitted (its parameters for the spread)."
+    n = len(R_t); out = []; names = list(P)
+    for b in range(len(W)):
+        idx = np.repeat(np.arange(n), W[b])
+        mb = CG.fit_null({k: v[idx] for k, v in P.items()}, R_t[idx], R_o[idx], offset=m.offset)
+        mb.masks = m.masks; X = mb.observed(mb.gaussian(n, rng))[0]
+        Ps = {k: X[:, 2*K + j] for j, k in enumerate(names)}
+        e = human_baseline(Ps, X[:, :K], X[:, K:2*K], n_boot=0).excess.to_numpy()
+        mr = CG.fit_null(Ps, X[:, :K], X[:, K:2*K], offset=m.offset)
+        out.append((e, CG._null_params(mb, names), CG._null_params(mr, names)))
+    return out
+
+def main_null_pair(n_sim=100, repeats=3, target='relevance', other='engagement'):
+    """Issue 23 (the last miscalibrated cells): one HANNA pair's null with every published judge, the inner loop without
+    the refit of each simulated dataset (before) vs with it (today), paired and alternating, the same resamples and draws."""
+    ds, J, dims = _load_hanna_audit_inputs()
+    from judgelab.judgments import as_judgments
+    s = judgment_scores(as_judgments(J, ds)); hm = ds.human_mean()
+    wide = {k: g.pivot(index='item_id', columns='dimension', values='score').reindex(hm.index) for k, g in s.groupby(['judge', 'model'])}
+    P = {k: w[target].values for k, w in wide.items() if target in w}
+    P = {k: v for k, v in P.items() if np.isfinite(v).sum() >= 6 and np.nanstd(v) > 0}
+    R_t, R_o = rater_slots(ds, target).values, rater_slots(ds, other).values; K = R_t.shape[1]
+    docs = ds.items.set_index('item_id').doc_id.reindex(hm.index).values
+    m = CG.fit_null(P, R_t, R_o); W = bootstrap_weights(docs, n_sim, 2)
+    load0 = _load()
+    t, r = _paired(dict(before=lambda: _today_null_sims(m, P, R_t, R_o, W, np.random.default_rng(1), K),
+                        today=lambda: _refit_null_sims(m, P, R_t, R_o, W, np.random.default_rng(1), K)), repeats)
+    e_today = np.array([x[0] for x in r['today']])
+    assert np.allclose(r['before'], e_today, equal_nan=True), 'the refit changed the simulated excesses'
+    t_full = []
+    for _ in range(max(1, repeats - 1)):
+        t0 = time.perf_counter(); CG.matched_null(P, R_t, R_o, docs=docs, n_sim=n_sim, seed=0); t_full.append(time.perf_counter() - t0)
+    b, a = np.median(t['before']), np.median(t['today'])
+    print(f"(null_pair) HANNA {target} x {other}: {len(P)} judges, {n_sim} simulated datasets (load average {load0} -> {_load()})")
+    print(f"  inner loop without the refit (before): {b:8.2f} s")
+    print(f"  inner loop with the refit (today)    : {a:8.2f} s  (x{a/b:.2f}, paired median of {repeats}; the same simulated excesses)")
+    print(f"  matched_null as a whole (today)      : {np.median(t_full):8.2f} s")
+    return dict(before=t['before'], today=t['today'], full=t_full)
+
+SECTIONS = ('table', 'audit', 'null', 'null_pair', 'corrgap', 'baseline', 'masks', 'kendall')
 
 if __name__ == '__main__':
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -446,6 +488,7 @@ if __name__ == '__main__':
     if on('table'): main_table(500, a.pairs)
     if on('audit'): main_audit(a.targets, 2999, 1000, a.pairs)
     if on('null'): main_null(100, a.pairs)
+    if on('null_pair'): main_null_pair(100, max(a.pairs, 3))
     if on('corrgap'): main(a.n_perm, repeats=a.repeats)
     if on('baseline'): main_baseline(a.n_boot, a.n_perm)
     if on('masks'): main_masks()

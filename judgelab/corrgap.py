@@ -708,14 +708,47 @@ def fit_null(preds:dict, # {judge: scores of the target} (NaN: not scored)
     m.offset = np.where(used, np.nan_to_num(C - C_obs), 0.0)
     return m
 
-def _p_predictive(obs, s):
-    "One-sided p of `obs` against a normal null estimated from the simulations `s`: Student's t (n - 1 df) of the prediction form."
+
+# %% ../nbs/06_corrgap.ipynb #3aab0338
+def _null_params(m:NullModel, names)->np.ndarray:
+    "The fitted parameters the excess of a judge without dependence moves with, one row per judge: mean rater loading on t and on o, latent correlation, mean halo, the judge's loading."
+    return np.array([[m.lt.mean(), m.lo.mean(), m.rho, m.halo.mean(), m.lam[k]] for k in names])
+
+def _null_spread(s, # (n_sim,) simulated excesses, simulation b drawn from the model fitted to resample b
+                 th, # (n_sim, p) the parameters each simulation was drawn from
+                 tr, # (n_sim, p) the parameters refitted to each simulated dataset
+                )->tuple: # (variance of excess - h(fit), parameters in h)
+    """The variance of `excess - h(fitted parameters)` by a parametric bootstrap, h being the simulated excess as a
+    linear function of the parameters (least squares of `s` on `th`). Each simulated dataset is refitted, so its
+    `s - h(refit)` carries the fit's error and the error's correlation with the excess, exactly as the data's excess
+    minus its null mean does. The part of the variance that the slope's own estimation noise adds is taken out.
+    With fewer than p + 4 simulations there is no slope: the plain variance of `s`, 0 parameters."""
+    ok = np.isfinite(s) & np.isfinite(th).all(1) & np.isfinite(tr).all(1)
+    s, th, tr = s[ok], th[ok], tr[ok]; n = len(s)
+    keep = th.std(0) > 1e-9 if n else np.zeros(th.shape[1], bool)      # parameters that vary over the resamples
+    p = int(keep.sum())
+    if n < 3: return np.nan, 0
+    if n - p - 1 < 3: return float(s.var(ddof=1)), 0
+    c = th.mean(0)[keep]; A = np.c_[np.ones(n), th[:, keep] - c]
+    coef = np.linalg.lstsq(A, s, rcond=None)[0]; g = coef[1:]
+    T = s - (tr[:, keep] - c) @ g                                         # each simulated excess less h(its refit), up to a constant
+    var = np.sum((T - T.mean())**2)/(n - 1 - p)
+    r = s - A @ coef; V = (r @ r)/(n - p - 1)*np.linalg.pinv(A.T @ A)[1:, 1:]     # the slope's sampling covariance
+    noise = np.trace(np.atleast_2d(np.cov((tr - th)[:, keep].T)) @ V)
+    return float(max(var - noise, r @ r/(n - p - 1))), p               # never below the residual variance of s
+
+def _p_predictive(obs, s, var=None, dof=None):
+    """One-sided p of `obs` against a normal null with the mean of the simulations `s` and variance `var` (default: theirs),
+    in the prediction form: Student's t with `dof` degrees of freedom (default n - 1), the sd widened by sqrt(1 + 1/n)."""
     n = len(s)
     if n < 3 or not np.isfinite(obs): return np.nan
-    sd = s.std(ddof=1)*math.sqrt(1 + 1/n)
+    var = s.var(ddof=1) if var is None else var
+    sd = math.sqrt(var)*math.sqrt(1 + 1/n) if np.isfinite(var) else np.nan
     if not sd > 0: return float(obs <= s.mean()) if obs != s.mean() else 1.0
-    return float(ss.t.sf((obs - s.mean())/sd, n - 1))
+    return float(ss.t.sf((obs - s.mean())/sd, n - 1 if dof is None else dof))
 
+
+# %% ../nbs/06_corrgap.ipynb #8089ce25
 def matched_null(preds, # judge scores for the target: an array, or {name: array}
                  R_t, R_o, # (n, K) individual human ratings, as in `human_baseline`
                  ids=None, method:str='spearman', bins='exact', ties:str='fractional',
@@ -735,8 +768,11 @@ def matched_null(preds, # judge scores for the target: an array, or {name: array
     attenuation offset): the simulated spread then holds the fit's uncertainty too. Per judge: `reliability_ratio` (its correlation with the latent target
     over an average rater's), `excess_null` (the mean simulated excess: the bias of the excess for this judge),
     `excess_corrected` = excess - excess_null, and its one-sided p-value `p_corrected`: the observed excess against a normal
-    null with the simulations' mean and sd, in the prediction form (Student's t with n_sim - 1 degrees of freedom, the sd
-    scaled by sqrt(1 + 1/n_sim)), so that it is continuous and can be small enough for BH over many pairs with a modest
+    null with the simulations' mean and `excess_null_sd`, in the prediction form (Student's t with `null_dof` degrees of
+    freedom, the sd scaled by sqrt(1 + 1/n_sim)). Each simulated dataset is refitted too, and `excess_null_sd` is the wider
+    of the simulations' own sd and `_null_spread`'s parametric-bootstrap sd of excess - h(fitted parameters), which holds
+    the fit's error and its covariance with the excess (at low agreement they run against each other); `null_dof` is
+    n_sim - 1 less the parameters in h. The p-value is continuous and can be small enough for BH over many pairs with a modest
     `n_sim`; `p_corrected_mc` = (1 + #{simulated >= observed})/(n_sim + 1) is the plain Monte Carlo p beside it.
     Where the raters of t or o do not agree (mean correlation between rater slots below `min_agreement`) there is no latent
     score to fit: the row has `n_sim` 0 and says why (`null_note`)."""
@@ -764,7 +800,7 @@ def matched_null(preds, # judge scores for the target: an array, or {name: array
     m = fit_null(P, R_t, R_o, seed=seed)
     rng = np.random.default_rng(seed + 1)
     W = bootstrap_weights(np.arange(n) if docs is None else dcode, n_sim, seed + 2)
-    sims = np.full((len(names), n_sim), np.nan)
+    sims = np.full((len(names), n_sim), np.nan); th = np.full((len(names), n_sim, 5), np.nan); tr = th.copy()
     for b in range(n_sim):
         idx = np.repeat(np.arange(n), W[b])
         try: mb = fit_null({k: v[idx] for k, v in P.items()}, R_t[idx], R_o[idx], offset=m.offset)
@@ -774,15 +810,21 @@ def matched_null(preds, # judge scores for the target: an array, or {name: array
         hb = human_baseline({k: X[:, 2*K + j] for j, k in enumerate(names)}, X[:, :K], X[:, K:2*K], ids=ids, method=method,
                             bins=bins, n_boot=0, ties=ties)
         sims[:, b] = hb.excess.to_numpy()
+        try: mr = fit_null({k: X[:, 2*K + j] for j, k in enumerate(names)}, X[:, :K], X[:, K:2*K], offset=m.offset)
+        except ValueError: continue                                  # a simulated column with < 3 scores: no refit
+        th[:, b], tr[:, b] = _null_params(mb, names), _null_params(mr, names)   # drawn from, and refitted to, this dataset
     rows = []
     for j, k in enumerate(names):
         s = sims[j][np.isfinite(sims[j])]; obs = observed.get(k, np.nan)
+        v_fit, p_fit = _null_spread(sims[j], th[j], tr[j])
+        var = max(s.var(ddof=1), v_fit) if len(s) > 1 else np.nan         # the wider: never narrower than the simulations
+        dof = len(s) - 1 - p_fit
         row = dict(judge=k, reliability_ratio=m.reliability_ratio[k], judge_loading=m.lam[k], rater_loading=float(m.lt.mean()),
                    latent_rho=m.rho, halo=float(m.halo.mean()), excess=obs,
-                   excess_null=float(s.mean()) if len(s) else np.nan, excess_null_sd=float(s.std(ddof=1)) if len(s) > 1 else np.nan,
+                   excess_null=float(s.mean()) if len(s) else np.nan, excess_null_sd=math.sqrt(var) if len(s) > 1 else np.nan,
                    excess_corrected=obs - s.mean() if len(s) else np.nan,
-                   p_corrected=_p_predictive(obs, s), p_corrected_mc=(1 + np.sum(s >= obs - 1e-12))/(len(s) + 1) if len(s) and np.isfinite(obs) else np.nan,
-                   n_sim=len(s))
+                   p_corrected=_p_predictive(obs, s, var, dof), p_corrected_mc=(1 + np.sum(s >= obs - 1e-12))/(len(s) + 1) if len(s) and np.isfinite(obs) else np.nan,
+                   n_sim=len(s), null_dof=dof)
         if keep_sims: row['sims'] = sims[j]
         rows.append(row)
     rows += [dict(judge=k, n_sim=0) for k in preds if k not in names]
