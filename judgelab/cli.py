@@ -176,7 +176,7 @@ def _try_lock(path:Path, what:str):
         finally: fcntl.flock(f, fcntl.LOCK_UN)
 
 def _set_aside(d:Path)->Path|None:
-    "Move an earlier audit's folder `d` out of the way (renamed into outputs/tmp/, on the same disk); None when there is none."
+    "Move an earlier audit's folder `d` out of the way (renamed into the outputs' scratch folder, on the same disk); None when there is none."
     if not d.exists(): return None
     keep = paths.outputs/'tmp'/'audits-kept'/f'{JM.slug(d.name)}.{os.getpid()}'
     keep.parent.mkdir(parents=True, exist_ok=True); shutil.rmtree(keep, ignore_errors=True)

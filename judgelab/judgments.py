@@ -49,7 +49,7 @@ def save_judgments(j:pd.DataFrame, # a judgments table
 
 # %% ../nbs/01a_judgments.ipynb #37a10d4a
 def _lock_file(p:Path)->Path:
-    "The lock file guarding writes to `p` (in outputs/tmp/locks/, which git ignores)."
+    "The lock file guarding writes to `p` (in the `locks` folder of the outputs' scratch folder, which git ignores)."
     return paths.outputs/'tmp'/'locks'/f'{slug(Path(p).name)[:60]}.{hashlib.sha256(str(Path(p).resolve()).encode()).hexdigest()[:16]}.lock'
 
 def write_parquet(j:pd.DataFrame, # the table
