@@ -61,12 +61,6 @@ def _env_threads()->int|None:
     if not v.isdigit(): raise ValueError(f"JUDGELAB_LLAMA_THREADS must be a positive integer (or empty: all cores), not {v!r}")
     return int(v)
 
-def _common_prefix(a, b)->int:
-    "How many leading tokens two token sequences share."
-    n = 0; m = min(len(a), len(b))
-    while n < m and a[n] == b[n]: n += 1
-    return n
-
 class LlamaCppBackend(Backend):
     "In-process llama.cpp on the CPU (`llama-cpp-python`); the embedded default."
     name = 'llamacpp'
@@ -141,12 +135,12 @@ class LlamaCppBackend(Backend):
         prompt, tstop, special = self._render(llm, r)
         toks = llm.tokenize(prompt.encode('utf-8'), add_bos=not special, special=True)
         if len(toks) + r.max_tokens > self.n_ctx: raise BackendError(f"prompt ({len(toks)} tokens) + max_tokens exceeds n_ctx={self.n_ctx}")
-        n = _common_prefix(llm.input_ids[:llm.n_tokens], toks)
+        n = llm.longest_token_prefix(llm.input_ids[:llm.n_tokens], toks)
         if llm.cache is not None and n < len(toks) - 1:       # a kept state that shares more of the prompt (the reply this request continues)
             try: st = llm.cache[toks]
             except KeyError: st = None
-            if st is not None and _common_prefix(st.input_ids[:st.n_tokens], toks) > n:
-                llm.load_state(st); n = _common_prefix(llm.input_ids[:llm.n_tokens], toks)
+            if st is not None and llm.longest_token_prefix(st.input_ids[:st.n_tokens], toks) > n:
+                llm.load_state(st); n = llm.longest_token_prefix(llm.input_ids[:llm.n_tokens], toks)
         n = min(n, len(toks) - 1)                              # at least one token evaluated: fresh logits for the first step
         llm.n_tokens = n; llm.eval(toks[n:]); self.prompt_tokens_evaluated += len(toks) - n
         nv = llm.n_vocab(); eos = llm.token_eos(); rng = np.random.default_rng(job.seed)
