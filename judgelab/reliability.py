@@ -8,6 +8,7 @@ import warnings
 import numpy as np, pandas as pd
 import pingouin as pg
 import statsmodels.formula.api as smf
+from scipy import stats
 from statsmodels.tools.sm_exceptions import ConvergenceWarning
 from .data import as_dataset
 from .judgments import judgment_scores, as_judgments
@@ -86,18 +87,20 @@ def judge_as_rater(judgments:pd.DataFrame, # judgments (schema of judgelab.judgm
                    dataset, # a `judgelab.data.Dataset` or a dataset name
                   )->pd.DataFrame: # one row per judge x dimension
     "ICC(2,1) of the human raters with and without the judge as one more rater, on the units the judge scored."
-    ds = as_dataset(dataset); s = judgment_scores(as_judgments(judgments, ds)); rows = []
+    ds = as_dataset(dataset); s = judgment_scores(as_judgments(judgments, ds)); rows, alone = [], {}
     idx = pd.Index(ds.items.item_id)
-    for (j, m, d), g in s.groupby(['judge', 'model', 'dimension'], sort=False):
+    for (j, m, d), g in s.groupby(['judge', 'model', 'dimension']):     # sorted by name: not the rows' order
         dim = ds.dim(d); H = rater_slots(ds, dim.name).reindex(idx).to_numpy(float)
         v = g.set_index('item_id').score.reindex(idx).to_numpy(float)
         fin = v[np.isfinite(v)]; on = bool(len(fin) and ((fin >= dim.lo) & (fin <= dim.hi)).all())
         row = dict(judge=j, model=m, dimension=dim.name, on_scale=on, units=0, dropped=0,
                    icc2_1_humans=np.nan, icc2_1_with_judge=np.nan, delta=np.nan, icc2_1_with_judge_lo=np.nan, icc2_1_with_judge_hi=np.nan,
                    note='' if on else f'scores outside the human scale {dim.lo:g}-{dim.hi:g}: not a rater')
-        if on and H.shape[1] >= 2:
+        if H.shape[1] < 2: row['note'] = 'one human rating per item: no raters to join'
+        elif on:
             both = np.c_[H, v]; keep = np.isfinite(both).all(1)
-            a, b = icc(H[keep]), icc(both[keep])
+            ck = (dim.name, keep.tobytes())                                   # judges scoring the same items share the raters' ICC
+            a = alone[ck] if ck in alone else alone.setdefault(ck, icc(H[keep])); b = icc(both[keep])
             row.update(units=a['units'], dropped=int((~keep).sum()), icc2_1_humans=a['icc2_1'], icc2_1_with_judge=b['icc2_1'],
                        delta=b['icc2_1'] - a['icc2_1'], icc2_1_with_judge_lo=b['icc2_1_lo'], icc2_1_with_judge_hi=b['icc2_1_hi'])
         rows.append(row)
@@ -113,26 +116,88 @@ def _wranks(c, T, W):
     cnt = np.bincount((c[None, :] + T*np.arange(B)[:, None]).ravel(), weights=W.ravel(), minlength=B*T).reshape(B, T)
     return (np.cumsum(cnt, 1) - (cnt - 1)/2)[:, c]
 
-def _wcorr(X, Y, W):
-    sw = W.sum(1); mx = (W*X).sum(1)/sw; my = (W*Y).sum(1)/sw
-    dx, dy = X - mx[:, None], Y - my[:, None]
+def _zranks(x, W, Wn):
+    "Weighted ranks of x in each resample, centred and scaled: the Wn-weighted mean (rows of Wn sum to 1) of a product of two is their correlation."
+    R = _wranks(*_codes(x), W)
+    R -= np.einsum('bn,bn->b', Wn, R)[:, None]
     with np.errstate(invalid='ignore', divide='ignore'):
-        return (W*dx*dy).sum(1)/np.sqrt((W*dx*dx).sum(1)*(W*dy*dy).sum(1))
+        return R/np.sqrt(np.einsum('bn,bn->b', Wn, R*R))[:, None]
+
+def _pc(rxy, rxz, ryz, few):
+    with np.errstate(invalid='ignore', divide='ignore'):
+        r = np.clip((rxy - rxz*ryz)/np.sqrt((1 - rxz**2)*(1 - ryz**2)), -1, 1)
+    r[few] = np.nan
+    return r
+
+def _slot_partials(X, Y, z, W):
+    "Partial Spearman correlations given z of each x in X {name: (n,)} with each y in Y {name: (n,)}, on each resample of W (B, n): {(x, y): (B,)}; each variable is ranked once."
+    W = np.asarray(W, float); Wn = W/W.sum(1, keepdims=True); few = (W > 0).sum(1) < 4
+    r = lambda a, b: np.einsum('bn,bn->b', Wn*a, b)
+    Zz = _zranks(z, W, Wn)
+    Zx = {k: _zranks(v, W, Wn) for k, v in X.items()}; rxz = {k: r(Z, Zz) for k, Z in Zx.items()}
+    out = {}
+    for o, y in Y.items():
+        Zy = _zranks(y, W, Wn); ryz = r(Zy, Zz)
+        for k, Z in Zx.items(): out[(k, o)] = _pc(r(Z, Zy), rxz[k], ryz, few)
+    return out
 
 def partial_spearman(x, y, z, # the three variables (n,) each, finite
                      W=None, # (B, n) item multiplicities per resample; None: the data themselves
                     )->np.ndarray|float: # (B,) partial correlations (a float without W); NaN where undefined
     "Partial Spearman correlation of x and y given z, on each weighted resample at once."
     x, y, z = (np.asarray(a, float) for a in (x, y, z))
-    one = W is None; W = np.ones((1, len(x))) if one else np.asarray(W, float)
-    R = [_wranks(*_codes(a), W) for a in (x, y, z)]
-    rxy, rxz, ryz = _wcorr(R[0], R[1], W), _wcorr(R[0], R[2], W), _wcorr(R[1], R[2], W)
-    with np.errstate(invalid='ignore', divide='ignore'):
-        r = np.clip((rxy - rxz*ryz)/np.sqrt((1 - rxz**2)*(1 - ryz**2)), -1, 1)
-    r[(W > 0).sum(1) < 4] = np.nan
+    one = W is None
+    r = _slot_partials({0: x}, {0: y}, z, np.ones((1, len(x))) if one else W)[(0, 0)]
     return float(r[0]) if one else r
 
 # %% ../nbs/05b_reliability.ipynb #5ec1eac7
+def _loo_mean(R, a):
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', RuntimeWarning)               # an item without other ratings: NaN reference
+        return np.nanmean(np.delete(R, a, 1), 1)
+
+def _excess_rows(preds, R_t, R_os, W, ci):
+    "`partial_excess` rows for every judge in `preds` and every non-target in `R_os` {other: (n, K)}: items grouped by the set each comparison keeps, every variable ranked once per set."
+    n, K = R_t.shape; W1 = np.r_[np.ones((1, n)), np.asarray(W, float)]   # row 0: the data themselves
+    P = {k: np.asarray(v, float) for k, v in preds.items()}
+    if any(len(v) != n for v in P.values()): raise ValueError(f"every judge needs {n} scores (one per row of R_t)")
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', RuntimeWarning)
+        m_t = np.nanmean(R_t, 1); m_o = {o: np.nanmean(R, 1) for o, R in R_os.items()}
+    acc = {(k, o): ([], []) for k in P for o in R_os}                 # per (judge, other): each slot's judge and human partials
+    for a in range(K if K >= 2 else 0):
+        rt = _loo_mean(R_t, a); ro = {o: _loo_mean(R, a) for o, R in R_os.items()}
+        groups = {}
+        for k, v in P.items():
+            base = np.isfinite(v) & np.isfinite(R_t[:, a]) & np.isfinite(rt)
+            for o in R_os: groups.setdefault((base & np.isfinite(ro[o])).tobytes(), []).append((k, o))
+        for key, members in groups.items():
+            sel = np.frombuffer(key, bool)
+            if sel.sum() < 4: continue
+            ks, os_ = dict.fromkeys(k for k, _ in members), dict.fromkeys(o for _, o in members)
+            X = {('j', k): P[k][sel] for k in ks}; X['h'] = R_t[sel, a]
+            r = _slot_partials(X, {o: ro[o][sel] for o in os_}, rt[sel], W1[:, sel])
+            for k, o in members: acc[(k, o)][0].append(r[(('j', k), o)]); acc[(k, o)][1].append(r[('h', o)])
+    rows = []
+    for (k, o), (Js, Hs) in acc.items():
+        v = P[k]; ok = np.isfinite(v) & np.isfinite(m_t) & np.isfinite(m_o[o])
+        row = dict(judge=k, other=o, n=int(ok.sum()), pc_judge=np.nan, pc_judge_lo=np.nan, pc_judge_hi=np.nan, pc_judge_loo=np.nan,
+                   pc_human=np.nan, excess_pc=np.nan, excess_pc_lo=np.nan, excess_pc_hi=np.nan, p_excess_pc=np.nan, k_raters=K, n_boot=0)
+        if ok.sum() >= 4:
+            with warnings.catch_warnings():
+                warnings.simplefilter('ignore')
+                pc = pg.partial_corr(pd.DataFrame(dict(j=v[ok], o=m_o[o][ok], t=m_t[ok])), 'j', 'o', 't', method='spearman')
+            row.update(pc_judge=float(pc.r.iloc[0]), pc_judge_lo=float(pc.CI95.iloc[0][0]), pc_judge_hi=float(pc.CI95.iloc[0][1]))
+        if Js:
+            Jm, Hm = np.mean(Js, 0), np.mean(Hs, 0)                        # NaN in a slot propagates to the resample
+            d = (Jm - Hm)[1:]; d = d[np.isfinite(d)]; a_ = (1 - ci)/2
+            row.update(pc_judge_loo=float(Jm[0]), pc_human=float(Hm[0]), excess_pc=float(Jm[0] - Hm[0]), n_boot=len(d))
+            if len(d) >= 2:
+                row.update(excess_pc_lo=float(np.quantile(d, a_)), excess_pc_hi=float(np.quantile(d, 1 - a_)),
+                           p_excess_pc=float((1 + np.sum(d <= 0))/(len(d) + 1)))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
 def partial_excess(preds, # judge scores for the target: an array, or {name: array} (NaN: not scored)
                    R_t, # (n, K) individual human ratings of the target, one column per rater slot (NaN if missing)
                    R_o, # (n, K) individual human ratings of the non-target, same slots
@@ -145,40 +210,9 @@ def partial_excess(preds, # judge scores for the target: an array, or {name: arr
     preds = preds if isinstance(preds, dict) else {'judge': preds}
     R_t, R_o = np.asarray(R_t, float), np.asarray(R_o, float)
     if R_t.ndim != 2 or R_t.shape != R_o.shape: raise ValueError(f"R_t and R_o must be (items, raters) arrays of one shape, got {R_t.shape} and {R_o.shape}")
-    n, K = R_t.shape
+    n = len(R_t)
     if W is None: W = bootstrap_weights(np.arange(n) if docs is None else docs, n_boot, seed) if n_boot else np.zeros((0, n))
-    W = np.r_[np.ones((1, n)), np.asarray(W, float)]                        # row 0: the data themselves
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore', RuntimeWarning)
-        m_t, m_o = np.nanmean(R_t, 1), np.nanmean(R_o, 1)
-        refs = [(np.nanmean(np.delete(R_t, a, 1), 1), np.nanmean(np.delete(R_o, a, 1), 1)) for a in range(K)] if K >= 2 else []
-    rows = []
-    for name, v in preds.items():
-        v = np.asarray(v, float)
-        if len(v) != n: raise ValueError(f"judge {name!r} has {len(v)} scores for {n} items")
-        ok = np.isfinite(v) & np.isfinite(m_t) & np.isfinite(m_o)
-        row = dict(judge=name, n=int(ok.sum()), pc_judge=np.nan, pc_judge_lo=np.nan, pc_judge_hi=np.nan, pc_judge_loo=np.nan,
-                   pc_human=np.nan, excess_pc=np.nan, excess_pc_lo=np.nan, excess_pc_hi=np.nan, p_excess_pc=np.nan, k_raters=K, n_boot=0)
-        if ok.sum() >= 4:
-            with warnings.catch_warnings():
-                warnings.simplefilter('ignore')
-                r = pg.partial_corr(pd.DataFrame(dict(j=v[ok], o=m_o[ok], t=m_t[ok])), 'j', 'o', 't', method='spearman')
-            row.update(pc_judge=float(r.r.iloc[0]), pc_judge_lo=float(r.CI95.iloc[0][0]), pc_judge_hi=float(r.CI95.iloc[0][1]))
-        H, Jl = [], []
-        for a, (rt, ro) in enumerate(refs):
-            sel = np.isfinite(v) & np.isfinite(R_t[:, a]) & np.isfinite(rt) & np.isfinite(ro)
-            if sel.sum() < 4: continue
-            Ws = W[:, sel]
-            H.append(partial_spearman(R_t[sel, a], ro[sel], rt[sel], Ws)); Jl.append(partial_spearman(v[sel], ro[sel], rt[sel], Ws))
-        if H:
-            H, Jl = np.mean(H, 0), np.mean(Jl, 0)                               # NaN in a slot propagates to the resample
-            d = (Jl - H)[1:]; d = d[np.isfinite(d)]; a_ = (1 - ci)/2
-            row.update(pc_judge_loo=float(Jl[0]), pc_human=float(H[0]), excess_pc=float(Jl[0] - H[0]), n_boot=len(d))
-            if len(d) >= 2:
-                row.update(excess_pc_lo=float(np.quantile(d, a_)), excess_pc_hi=float(np.quantile(d, 1 - a_)),
-                           p_excess_pc=float((1 + np.sum(d <= 0))/(len(d) + 1)))
-        rows.append(row)
-    return pd.DataFrame(rows)
+    return _excess_rows(preds, R_t, {'o': R_o}, W, ci).drop(columns='other')
 
 # %% ../nbs/05b_reliability.ipynb #05cbf961
 def partial_audit(judgments:pd.DataFrame, # judgments (schema of judgelab.judgments) or a plain table item_id, dimension, score
@@ -186,6 +220,7 @@ def partial_audit(judgments:pd.DataFrame, # judgments (schema of judgelab.judgme
                   n_boot:int=200, # cluster-bootstrap resamples over documents
                   seed:int=0,
                   others=None, # non-targets (default: every other dimension except 'overall')
+                  ci:float=0.95,
                  )->pd.DataFrame: # one row per judge x (target, other)
     "The partial-correlation excess of every judge on every (target, non-target) pair of a dataset, with its BH-adjusted p within judge."
     ds = as_dataset(dataset); s = judgment_scores(as_judgments(judgments, ds))
@@ -195,15 +230,16 @@ def partial_audit(judgments:pd.DataFrame, # judgments (schema of judgelab.judgme
     docs = ds.items.set_index('item_id').doc_id.reindex(idx).values
     W = bootstrap_weights(docs, n_boot, seed) if n_boot else np.zeros((0, len(idx)))
     slots = {d: rater_slots(ds, d).reindex(idx).to_numpy(float) for d in ds.spec.dim_names}
-    judged = [d for d in ds.spec.dim_names if any(d in w for w in wide.values())]
+    judged = [d for d in ds.spec.dim_names if d != 'overall' and any(d in w for w in wide.values())]
     rows = []
     for t in judged:
-        for o in ([ds.dim(x).name for x in others] if others else [d for d in ds.spec.dim_names if d not in (t, 'overall')]):
-            if o == t: continue
-            preds = {jm: w[t].to_numpy(float) for jm, w in wide.items() if t in w}
-            pe = partial_excess(preds, slots[t], slots[o], W=W)
-            rows.append(pe.assign(model=[k[1] for k in pe.judge], judge=[k[0] for k in pe.judge], target=t, other=o))
+        os_ = [o for o in ([ds.dim(x).name for x in others] if others else [d for d in ds.spec.dim_names if d not in (t, 'overall')]) if o != t]
+        preds = {jm: w[t].to_numpy(float) for jm, w in wide.items() if t in w}
+        if not os_ or not preds: continue
+        pe = _excess_rows(preds, slots[t], {o: slots[o] for o in os_}, W, ci)
+        rows.append(pe.assign(model=[k[1] for k in pe.judge], judge=[k[0] for k in pe.judge], target=t))
     out = pd.concat(rows, ignore_index=True)
+    out = out.sort_values(['judge', 'model'], kind='stable').reset_index(drop=True)   # judges by name, pairs in the dimensions' order: not the rows' order
     out['p_excess_pc_bh'] = out.groupby(['judge', 'model'], sort=False).p_excess_pc.transform(lambda p: fdr_adjust(p.values, 'bh'))
     front = ['judge', 'model', 'target', 'other']
     return out[front + [c for c in out.columns if c not in front]]
@@ -245,33 +281,52 @@ def partial_null(judge_noise=(0.5, 1.0, 2.0), # the judge's noise sd as a multip
     return pd.DataFrame(rows)
 
 # %% ../nbs/05b_reliability.ipynb #a6a37acb
+def _same_partition(a, b)->bool:
+    "Whether two label columns group the rows alike (then only one of them can be a variance component)."
+    return a.nunique() == b.nunique() == pd.Series(list(zip(a, b))).nunique()
+
 def mixed_excess(pairs:pd.DataFrame, # per-pair table: judge, model, and the value column
                  value:str|None=None, # the column to model (default: 'excess_corrected' where present, else 'excess')
                  alpha:float=0.05, # 1 - CI level
                  min_groups:int=3, # fewer models or prompt families than this: said in `note`
-                )->dict: # estimate, se, ci_lo, ci_hi, p, variance components, converged, note
+                 optimizers=(None, 'powell', 'nm'), # statsmodels fit methods tried (None: its default, bfgs then lbfgs)
+                )->dict: # estimate, se, ci_lo, ci_hi, p, variance components, optimizer, converged, note
     "MixedLM of the per-pair excess with crossed random intercepts for model, prompt family and judge: a dataset-level estimate over sampled judges."
     if value is None: value = 'excess_corrected' if 'excess_corrected' in pairs and pairs.excess_corrected.notna().any() else 'excess'
     df = pairs[['judge', 'model', value]].rename(columns={value: 'y'}).dropna().reset_index(drop=True)
     df['jm'] = df.judge.astype(str) + '/' + df.model.astype(str); df['g'] = 1
     nm, npf, nj = df.model.nunique(), df.judge.nunique(), df.jm.nunique()
-    out = dict(value=value, pairs=len(df), judges=nj, models=nm, prompt_families=npf, estimate=np.nan, se=np.nan, ci_lo=np.nan,
-               ci_hi=np.nan, p=np.nan, var_model=np.nan, var_prompt=np.nan, var_judge=np.nan, var_residual=np.nan, converged=False, note='')
+    out = dict(value=value, pairs=len(df), judges=nj, models=nm, prompt_families=npf, estimate=np.nan, se=np.nan, ci_lo=np.nan, ci_hi=np.nan,
+               p=np.nan, var_model=np.nan, var_prompt=np.nan, var_judge=np.nan, var_residual=np.nan, optimizer='', converged=False, note='')
     notes = [f'only {n} {w}' for n, w in ((nm, 'model(s)'), (npf, 'prompt family(ies)')) if n < min_groups]
-    vc = {k: f'0 + C({c})' for k, c, n in (('model', 'model', nm), ('prompt', 'judge', npf), ('judge', 'jm', nj)) if n >= 2}
+    vc = {}
+    for k, c in (('model', 'model'), ('prompt', 'judge'), ('judge', 'jm')):
+        if df[c].nunique() >= 2 and not any(_same_partition(df[c], df[{'model': 'model', 'prompt': 'judge'}[q]]) for q in vc):
+            vc[k] = f'0 + C({c})'
     if len(df) < 3 or nj < 2:
-        out['note'] = f'{nj} judge(s), {len(df)} pair(s): too few to fit'; return out
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter('always')
-        try:
-            fit = smf.mixedlm('y ~ 1', df, groups='g', re_formula='0', vc_formula=vc).fit(reml=True)
-        except (np.linalg.LinAlgError, ValueError) as e:
-            out['note'] = '; '.join(notes + [f'the fit failed ({type(e).__name__}: {e})']); return out
-    lo, hi = fit.conf_int(alpha).loc['Intercept']
-    out.update(estimate=float(fit.fe_params['Intercept']), se=float(fit.bse_fe['Intercept']), ci_lo=float(lo), ci_hi=float(hi),
-               p=float(fit.pvalues['Intercept']), converged=bool(fit.converged), var_residual=float(fit.scale))
-    for k, v in zip(fit.model.exog_vc.names, fit.vcomp): out[f'var_{k}'] = float(v)
-    if not fit.converged or any(issubclass(w.category, ConvergenceWarning) for w in caught): notes.append('the fit did not converge (statsmodels ConvergenceWarning)')
+        out['note'] = '; '.join(notes + [f'{nj} judge(s), {len(df)} pair(s): too few to fit']); return out
+    fits, errors = [], []
+    for m in optimizers:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always')
+            try: f = smf.mixedlm('y ~ 1', df, groups='g', re_formula='0', vc_formula=vc).fit(reml=True, **({'method': m} if m else {}))
+            except (np.linalg.LinAlgError, ValueError) as e: errors.append(f'{m or "default"}: {type(e).__name__}: {e}'); continue
+        if np.isfinite(f.llf): fits.append((bool(f.converged), float(f.llf), m or 'bfgs', f, caught))
+    if not fits:
+        out['note'] = '; '.join(notes + [f'the fit failed ({"; ".join(errors)})']); return out
+    conv, _, method, fit, caught = max(fits, key=lambda x: (x[0], x[1]))      # converged first, then the highest REML likelihood
+    comps = dict(zip(fit.model.exog_vc.names, np.asarray(fit.vcomp, float)))
+    V = fit.scale*np.eye(len(df))                                             # the pairs' covariance at the fitted variances
+    for k, v in comps.items():
+        Z = pd.get_dummies(df[{'model': 'model', 'prompt': 'judge', 'judge': 'jm'}[k]]).to_numpy(float); V += v*(Z @ Z.T)
+    Vi1 = np.linalg.solve(V, np.ones(len(df))); se = float(1/np.sqrt(Vi1.sum()))   # GLS: Var(intercept) = 1/(1' V^-1 1)
+    est = float(Vi1 @ df.y.to_numpy()/Vi1.sum()); zc = stats.norm.ppf(1 - alpha/2)
+    out.update(estimate=est, se=se, ci_lo=float(est - zc*se), ci_hi=float(est + zc*se), p=float(2*stats.norm.sf(abs(est)/se)),
+               var_residual=float(fit.scale), optimizer=method, converged=conv, llf=float(fit.llf))
+    for k, v in comps.items(): out[f'var_{k}'] = float(v)
+    dropped = [k for k in ('model', 'prompt', 'judge') if k not in vc]
+    if dropped: notes.append(f'no {" or ".join(dropped)} component (one level, or the same grouping as another)')
+    if not conv: notes.append(f'no optimizer converged ({", ".join(str(x[2]) for x in fits)}); the fit with the highest likelihood is shown')
     if any('boundary' in str(w.message) for w in caught): notes.append('a variance component is on the boundary (0)')
     out['note'] = '; '.join(notes)
     return out
