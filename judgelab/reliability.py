@@ -35,7 +35,7 @@ def icc(ratings, # (units, raters) array or DataFrame; NaN where a rater did not
     if n < 3 or np.ptp(Xc) == 0: return out
     long = pd.DataFrame(dict(unit=np.repeat(np.arange(n), k), rater=np.tile(np.arange(k), n), score=Xc.ravel()))
     with warnings.catch_warnings():
-        warnings.simplefilter('ignore', RuntimeWarning)
+        warnings.simplefilter('ignore')                                     # pingouin's own pandas deprecation notices
         r = pg.intraclass_corr(long, targets='unit', raters='rater', ratings='score')
     ci = 'CI95' if 'CI95' in r else 'CI95%'
     for t, v, c in zip(r.Type, r.ICC, r[ci]):
