@@ -263,7 +263,8 @@ def alt_test_table(judgments:pd.DataFrame, # judgments (schema of judgelab.judgm
     eps = ds.spec.alt_test_epsilon if epsilon is None else epsilon
     rows = []
     for (judge, model), Jj in J.groupby(['judge', 'model'], sort=False):
-        use = [d for d in ds.spec.dim_names if d in set(Jj.dimension) and (dims is None or d in dims)]
+        judged = set(Jj.dimension.unique())
+        use = [d for d in ds.spec.dim_names if d in judged and (dims is None or d in dims)]
         for label, kw in [(d, dict(dimensions=d)) for d in use] + ([('pooled', dict(dimensions=use, pooled=True))] if len(use) > 1 else []):
             llm, humans = alt_test_inputs(ds, Jj, round_llm=(scoring == 'accuracy'), **kw)
             with warnings.catch_warnings():

@@ -389,14 +389,17 @@ def alt_test(llm:dict, # {instance: label} from the LLM
     labelled = {i for h in humans.values() for i in h}
     kept = {i for i in labelled if i in llm and sum(i in h for h in humans.values()) >= min_humans_per_instance}
     pvals, rho, n_inst, tested, untested = {}, {}, {}, [], []
+    fast = _alt_wins(llm, humans, kept, scoring)      # None: numbers not guaranteed, the loop below
     for j, hj in humans.items():
         inst = [i for i in hj if i in kept]
         if len(inst) < min_instances_per_human: untested.append(j); continue
-        wf, wh = [], []
-        for i in inst:
-            R = [h[i] for k, h in humans.items() if k != j and i in h]
-            sf, sh = S(llm[i], R), S(hj[i], R)
-            wf.append(sf >= sh); wh.append(sh >= sf)
+        if fast is not None: wf, wh = fast(j, inst)
+        else:
+            wf, wh = [], []
+            for i in inst:
+                R = [h[i] for k, h in humans.items() if k != j and i in h]
+                sf, sh = S(llm[i], R), S(hj[i], R)
+                wf.append(sf >= sh); wh.append(sh >= sf)
         d = np.array(wh, float) - np.array(wf, float)
         pvals[j] = _pvalue(d, epsilon); rho[j] = float(np.mean(wf)); n_inst[j] = len(inst); tested.append(j)
     if not tested:
@@ -407,6 +410,35 @@ def alt_test(llm:dict, # {instance: label} from the LLM
     rejected = dict(zip(tested, map(bool, rej)))
     return AltTestResult(float(rej.mean()), float(np.mean([rho[j] for j in tested])), pvals, rho, rejected,
                          tested, untested, n_inst, epsilon, fdr)
+
+# %% ../nbs/05_stats.ipynb #9ba198a5
+def _alt_wins(llm:dict, humans:dict, kept:set, scoring):
+    "The alt-test's W_f and W_h for annotator j on its instances, vectorised: a function (j, inst) -> (wf, wh), or None (the loop)."
+    if scoring not in ('accuracy', 'neg_rmse') or len(humans) > 8 or not kept: return None
+    ok = lambda v: type(v) in (float, np.float64) or (type(v) in (int, np.int64) and abs(v) < 2**20)   # exact as float64
+    col = {i: n for n, i in enumerate(kept)}; names = list(humans); row = {a: n for n, a in enumerate(names)}
+    H = np.full((len(names), len(col)), np.nan); P = np.zeros(H.shape, bool)
+    for a, h in humans.items():
+        for i, v in h.items():
+            if i in col:
+                if not ok(v): return None
+                H[row[a], col[i]] = v; P[row[a], col[i]] = True
+    if not all(ok(llm[i]) for i in kept): return None
+    x = np.array([llm[i] for i in col], float)
+    def score(v, sel, others):
+        tot, cnt = np.zeros(len(sel)), np.zeros(len(sel))
+        for b in others:                                  # in the loop's order: the same float sums
+            p = P[b, sel]
+            d = (v - H[b, sel])**2 if scoring == 'neg_rmse' else (v == H[b, sel]).astype(float)
+            tot = tot + np.where(p, d, 0.0); cnt = cnt + p
+        with np.errstate(invalid='ignore', divide='ignore'): m = tot/cnt
+        return -np.sqrt(m) if scoring == 'neg_rmse' else m
+    def wins(j, inst):
+        sel = np.array([col[i] for i in inst], int); others = [row[a] for a in names if a != j]
+        sf, sh = score(x[sel], sel, others), score(H[row[j], sel], sel, others)
+        return sf >= sh, sh >= sf
+    return wins
+
 
 # %% ../nbs/05_stats.ipynb #0ed30933
 def alt_test_inputs(dataset, # a dataset name or a `judgelab.data.Dataset`
@@ -425,13 +457,13 @@ def alt_test_inputs(dataset, # a dataset name or a `judgelab.data.Dataset`
     if round_llm:
         s = s.assign(score=[round_to_scale(x, *dataset.dim(d).scale[:2], dataset.dim(d).step or 1) for x, d in zip(s.score, s.dimension)])
     key = (lambda i, d: (i, d)) if pooled else (lambda i, d: i)
-    llm = {key(i, d): x for i, d, x in zip(s.item_id, s.dimension, s.score)}
+    llm = {key(i, d): x for i, d, x in zip(s.item_id.tolist(), s.dimension.tolist(), s.score.tolist())}   # lists: iterating arrow columns is slow
     h = dataset.human[dataset.human.dimension.isin(dims)]
     raters = raters or dataset.spec.alt_test_raters
     if raters == 'slots': h = h.assign(annotator='slot' + (h.groupby(['item_id', 'dimension'], sort=False).cumcount() + 1).astype(str))
     elif raters != 'annotators': raise ValueError(f"raters must be 'annotators' or 'slots', not {raters!r}")
     humans = {}
-    for a, i, d, x in zip(h.annotator, h.item_id, h.dimension, h.score): humans.setdefault(a, {})[key(i, d)] = x
+    for a, i, d, x in zip(h.annotator.tolist(), h.item_id.tolist(), h.dimension.tolist(), h.score.tolist()): humans.setdefault(a, {})[key(i, d)] = x
     return llm, humans
 
 # %% ../nbs/05_stats.ipynb #3bd84bfd
