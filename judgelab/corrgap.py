@@ -142,6 +142,7 @@ class _SpearmanGaps:
         self.compress = len(up) <= max_pairs
         if self.compress:                            # columns: the distinct pairs, x-major
             self.E = np.zeros((len(x), len(up)), np.float32); self.E[np.arange(len(x)), pr.ravel()] = 1
+            self.E64 = self.E.astype(np.float64)      # fractional weights: float64 products (cast once, not per batch)
             cx, cy, self.tot, self.ox = up//self.Ty, up % self.Ty, np.bincount(pr.ravel()).astype(float), None
         else:                                        # columns: the items, read in x order (rank compression: no per-item runs)
             self.ox = np.argsort(xr, kind='stable'); cx, cy, self.tot = xr[self.ox], yr[self.ox], np.ones(len(x))
@@ -161,7 +162,7 @@ class _SpearmanGaps:
         "Per-pair member counts (B, pairs) from per-item counts, weights or a mask K (B, n); fractional weights in float64."
         if not self.compress: return K.astype(np.float64)
         if _integral(K): return (K.astype(np.float32) @ self.E).astype(np.float64)
-        return K.astype(np.float64) @ self.E.astype(np.float64)
+        return K.astype(np.float64) @ self.E64
     def __call__(self, M):
         C = self.counts(M)
         return self._r(C) - self._r(self.tot - C)
