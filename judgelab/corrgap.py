@@ -277,8 +277,11 @@ def _fill_weights(strata_members, quotas, w, n_perm, rng, K, chunk=1000):
             ws = w[mem]
             if np.ptp(ws) <= 1e-12:                  # one weight: the s smallest random keys go whole, the next one takes the rest
                 s_ = min(int(np.floor(q/ws[0] + 1e-9)), len(mem)); rest = q - s_*ws[0]; r = rng.random((B, len(mem)))
-                sub = (r <= np.partition(r, s_ - 1, axis=1)[:, s_ - 1:s_])*ws[0] if s_ else np.zeros((B, len(mem)))
-                if rest > 1e-9 and s_ < len(mem): sub += (r == np.partition(r, s_, axis=1)[:, s_:s_ + 1])*rest
+                split = rest > 1e-9 and s_ < len(mem)
+                kth = [k for k, use in ((s_ - 1, s_ > 0), (s_, split)) if use]          # both order statistics from one partition
+                Pr = np.partition(r, kth, axis=1) if kth else None
+                sub = (r <= Pr[:, s_ - 1:s_])*ws[0] if s_ else np.zeros((B, len(mem)))
+                if split: sub += (r == Pr[:, s_:s_ + 1])*rest
             else:
                 o = rng.permuted(np.broadcast_to(np.arange(len(mem)), (B, len(mem))), axis=1)   # a random order per row
                 wo = ws[o]; before = np.cumsum(wo, 1) - wo

@@ -94,3 +94,31 @@ def test_spearman_counts_equal_fresh_cast():
     Kf = rng.random((50, 300)); Kb = rng.random((50, 300)) < 0.5
     assert np.array_equal(sp.counts(Kf), Kf @ sp.E.astype(np.float64))
     assert np.array_equal(sp.counts(Kb), (Kb.astype(np.float32) @ sp.E).astype(np.float64))
+
+def ref_fill_weights(strata_members, quotas, w, n_perm, rng, K, chunk=1000):
+    "The permutation re-splits of weighted items with one partition per order statistic (the former code)."
+    for s in range(0, n_perm, chunk):
+        B = min(chunk, n_perm - s); KL = np.zeros((B, K))
+        for mem, q in zip(strata_members, quotas):
+            ws = w[mem]
+            if np.ptp(ws) <= 1e-12:
+                s_ = min(int(np.floor(q/ws[0] + 1e-9)), len(mem)); rest = q - s_*ws[0]; r = rng.random((B, len(mem)))
+                sub = (r <= np.partition(r, s_ - 1, axis=1)[:, s_ - 1:s_])*ws[0] if s_ else np.zeros((B, len(mem)))
+                if rest > 1e-9 and s_ < len(mem): sub += (r == np.partition(r, s_, axis=1)[:, s_:s_ + 1])*rest
+            else:
+                o = rng.permuted(np.broadcast_to(np.arange(len(mem)), (B, len(mem))), axis=1)
+                wo = ws[o]; before = np.cumsum(wo, 1) - wo
+                sub = np.empty((B, len(mem))); np.put_along_axis(sub, o, np.clip(q - before, 0, wo), 1)
+            KL[:, mem] = sub
+        yield KL
+
+def test_fill_weights_equal_reference():
+    "Whole, fractional and mixed strata, quotas on and between whole items, a stratum of one: the same draws, the same weights."
+    rng0 = np.random.default_rng(3); K = 300
+    members = np.array_split(rng0.permutation(K), 25)
+    w = np.ones(K); w[members[3]] = 0.5; w[members[5]] = rng0.random(len(members[5]))
+    quotas = [w[m].sum()/2 + (0.25 if i % 3 else 0) for i, m in enumerate(members)]
+    quotas[0] = 0.0; quotas[1] = w[members[1]].sum()               # an empty and a full L
+    a = np.concatenate(list(CG._fill_weights(members, quotas, w, 1500, np.random.default_rng(0), K, chunk=700)))
+    b = np.concatenate(list(ref_fill_weights(members, quotas, w, 1500, np.random.default_rng(0), K, chunk=700)))
+    assert np.array_equal(a, b)
