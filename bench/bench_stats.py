@@ -15,6 +15,12 @@ Issue 23's section (`make bench` runs it too):
   resample's correlations plus the full fit's attenuation offset, one closed-form fit).
 - `null_pair`: one HANNA pair's null for every published judge (`n_sim` 100), the inner loop without and with the refit
   of each simulated dataset that gives the null's spread the fit's error and its correlation with the excess.
+Issues 22 and 23's section (the cold main job in 20 min):
+- `speed`: HANNA's alt-test table (every published judge, per dimension and pooled) with the vectorised comparisons vs the
+  per-instance loop (the same inputs, paired and alternating; p-values and rho must be equal); with `--old DIR` (a
+  `git archive` of a former judgelab/, e.g. `git archive 8a866ac judgelab | tar -x -C DIR`) also the full HANNA audit
+  (`audits.audit` with the audit template's parameters, times `--scale`) run by the former and today's code in
+  subprocesses one after the other, every table compared (equal, or within 1e-12).
 Other sections: `corrgap` (the permutation engine vs a per-permutation scipy loop, and the SummEval audit),
 `baseline` (the human baseline vs a per-resample loop), `masks` (HANNA's raw audit, today's masks vs the former),
 `kendall` (one judge x dimension's Kendall bootstrap vs the scipy loop).
@@ -473,7 +479,73 @@ def main_null_pair(n_sim=100, repeats=3, target='relevance', other='engagement')
     print(f"  matched_null as a whole (today)      : {np.median(t_full):8.2f} s")
     return dict(before=t['before'], today=t['today'], full=t_full)
 
-SECTIONS = ('table', 'audit', 'null', 'null_pair', 'corrgap', 'baseline', 'masks', 'kendall')
+def main_speed(pairs=1, old=None, scale=1.0):
+    "Issues 22/23: the alt-test table fast vs the loop; with `old`, the full HANNA audit by the former and today's code."
+    ds, J, dims = _load_hanna_audit_inputs()
+    from judgelab.judgments import as_judgments
+    from judgelab.audits import alt_test_table
+    J = as_judgments(J, ds); inputs = []
+    for (judge, model), Jj in J.groupby(['judge', 'model'], sort=False):
+        use = [d for d in dims if d in set(Jj.dimension.unique())]
+        for kw in [dict(dimensions=d) for d in use] + [dict(dimensions=use, pooled=True)]:
+            inputs.append(ST.alt_test_inputs(ds, Jj, **kw))
+    eps = ds.spec.alt_test_epsilon; loop = ST._score_fn('neg_rmse')      # a callable score: alt_test's per-instance loop
+    run = lambda sc: [ST.alt_test(l, h, sc, eps) for l, h in inputs]
+    load0 = _load()
+    t, r = _paired(dict(loop=lambda: run(loop), fast=lambda: run('neg_rmse')), max(pairs, 3))
+    assert all(a.p_values == b.p_values and a.rho == b.rho and a.rejected == b.rejected for a, b in zip(r['loop'], r['fast'])), 'alt-test results differ'
+    b, a = np.median(t['loop']), np.median(t['fast'])
+    print(f"(speed) HANNA alt-test: {len(inputs)} judge x dimension tests (load average {load0} -> {_load()})")
+    print(f"  per-instance loop      : {b:8.2f} s")
+    print(f"  vectorised comparisons : {a:8.2f} s  (x{b/a:.1f} faster, paired median of {max(pairs, 3)}; the same p-values and rho)")
+    t0 = time.perf_counter(); alt_test_table(J, ds, dims=dims); print(f"  alt_test_table (today, inputs included): {time.perf_counter() - t0:8.2f} s")
+    if not old: return dict(loop=t['loop'], fast=t['fast'])
+    import subprocess, sys, tempfile, pickle, json
+    from pathlib import Path
+    script = (
+        "import sys, time, warnings, pickle, pandas as pd\n"
+        "from judgelab import data as D, judgments as JM\nfrom judgelab.audits import audit\n"
+        "ds = D.load('hanna'); J = pd.concat([JM.load_judgments('hanna', s) for s in JM.list_judgments('hanna').index], ignore_index=True)\n"
+        "dims = [d for d in ds.spec.dim_names if d != 'overall']; J = J[J.dimension.isin(dims)]; sc = float(sys.argv[2])\n"
+        "n = lambda x: max(int(x*sc), 19)\n"
+        "t = time.perf_counter(); c = time.process_time()\n"
+        "with warnings.catch_warnings():\n"
+        "    warnings.simplefilter('ignore')\n"
+        "    A = audit(J, ds, targets=[d for d in dims if d in set(J.dimension)], exclude_dims=['overall'], bins='exact', n_perm=n(2999), n_boot_excess=n(1000),\n"
+        "              n_boot=n(500), n_perm_quality=n(499), n_boot_quality=n(200), n_sim=n(100), seed=0)\n"
+        "w, c = time.perf_counter() - t, time.process_time() - c\n"
+        "pickle.dump(({k: getattr(A, k) for k in ('correlations', 'pairs', 'targets', 'judges', 'quality', 'quality_direction', 'alt_test', 'agreement', 'verdicts', 'over_judges', 'quality_excess')}, w, c), open(sys.argv[1], 'wb'))\n")
+    tmp = Path(tempfile.mkdtemp()); (tmp/'a.py').write_text(script); here = str(Path(__file__).resolve().parents[1])
+    res = {}
+    for name, path in (('former', str(Path(old).resolve())), ('today', here)):
+        env = {**os.environ, 'PYTHONPATH': path}
+        subprocess.run([sys.executable, str(tmp/'a.py'), str(tmp/f'{name}.pkl'), str(scale)], env=env, check=True, cwd=here)
+        res[name] = pickle.load(open(tmp/f'{name}.pkl', 'rb'))
+    worst = _compare_tables(res['former'][0], res['today'][0])
+    (wo, co), (wt, ct) = res['former'][1:], res['today'][1:]
+    print(f"(speed) full HANNA audit (template parameters x {scale:g}), former {old} vs today, one after the other:")
+    print(f"  former: {wo:8.1f} s wall, {co:8.1f} s CPU")
+    print(f"  today : {wt:8.1f} s wall, {ct:8.1f} s CPU  (CPU x{co/ct:.2f}); every table equal (largest numeric difference {worst:.1e})")
+    return dict(former=(wo, co), today=(wt, ct), worst=worst)
+
+def _compare_tables(a:dict, b:dict)->float:
+    "Every table of two audits: the same shape, columns and non-numeric values, numbers within 1e-12; the largest difference."
+    worst = 0.0
+    for k in a:
+        x, y = a[k], b[k]
+        if isinstance(x, pd.Series): x, y = x.to_frame(), y.to_frame()
+        assert list(x.columns) == list(y.columns) and x.shape == y.shape, k
+        for c in x.columns:
+            u, v = x[c], y[c]
+            if pd.api.types.is_numeric_dtype(u) and not pd.api.types.is_bool_dtype(u):
+                u, v = u.to_numpy(float), v.to_numpy(float)
+                assert np.array_equal(np.isnan(u), np.isnan(v)), (k, c)
+                d = float(np.nanmax(np.abs(u - v))) if np.isfinite(u).any() else 0.0
+                assert d <= 1e-12, (k, c, d); worst = max(worst, d)
+            else: assert u.astype(str).tolist() == v.astype(str).tolist(), (k, c)
+    return worst
+
+SECTIONS = ('table', 'audit', 'null', 'null_pair', 'speed', 'corrgap', 'baseline', 'masks', 'kendall')
 
 if __name__ == '__main__':
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -482,6 +554,8 @@ if __name__ == '__main__':
     ap.add_argument('--pairs', type=int, default=1, help='paired, alternating runs of the table and audit sections (median)')
     ap.add_argument('--n-boot', type=int, default=1000, help='resamples of the baseline and kendall sections')
     ap.add_argument('--targets', nargs='+', default=['coherence'], help="audit section: HANNA targets ('all': the whole audit)")
+    ap.add_argument('--old', default=None, help='speed section: a folder holding a former judgelab/ (git archive) for the full-audit comparison')
+    ap.add_argument('--scale', type=float, default=1.0, help="speed section: the audit template's resample counts times this")
     ap.add_argument('--only', nargs='+', choices=SECTIONS, default=None, help='run these sections only')
     a = ap.parse_args()
     on = lambda s: a.only is None or s in a.only
@@ -489,6 +563,7 @@ if __name__ == '__main__':
     if on('audit'): main_audit(a.targets, 2999, 1000, a.pairs)
     if on('null'): main_null(100, a.pairs)
     if on('null_pair'): main_null_pair(100, max(a.pairs, 3))
+    if on('speed'): main_speed(a.pairs, a.old, a.scale)
     if on('corrgap'): main(a.n_perm, repeats=a.repeats)
     if on('baseline'): main_baseline(a.n_boot, a.n_perm)
     if on('masks'): main_masks()
