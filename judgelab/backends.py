@@ -296,6 +296,9 @@ class _Deadline:
         self.seconds, self.end, self.expired, self._socks, self._lock = seconds, time.monotonic() + seconds, False, [], threading.Lock()
         self._timer = threading.Timer(seconds, self._expire); self._timer.daemon = True; self._timer.start()
     def left(self)->float: return max(0.001, self.end - time.monotonic())
+    def passed(self)->bool:
+        "Whether the deadline has passed: the timer fired, or the clock says so (a socket's own timeout can beat a late timer thread)."
+        return self.expired or time.monotonic() >= self.end
     def watch(self, sock):
         "Shut `sock` down at the deadline (at once if it has passed); returns `sock`."
         with self._lock:
@@ -351,6 +354,10 @@ def _read_upto(resp, n:int)->bytes:
         out += b
     return bytes(out)
 
+def _timed_out(e:Exception)->bool:
+    "A socket timeout, bare or wrapped in a `URLError` (every socket operation waits at most the time left, so it means the deadline passed)."
+    return isinstance(e, TimeoutError) or isinstance(getattr(e, 'reason', None), TimeoutError)
+
 def _fetch(url:str, data:bytes|None=None, headers:dict|None=None, timeout:float=120, limit:int|None=None)->tuple:
     "(status, headers, body) of one request (a POST of `data`, else a GET): no redirect followed, all of it within `timeout` seconds."
     limit = limit or MAX_REPLY_BYTES; dl = _Deadline(timeout)
@@ -367,7 +374,7 @@ def _fetch(url:str, data:bytes|None=None, headers:dict|None=None, timeout:float=
         if code < 300 and len(body) > limit: raise _TooLarge(limit)
         return code, resp.headers, body
     except Exception as e:
-        if dl.expired and not isinstance(e, _TooLarge):
+        if (dl.passed() or _timed_out(e)) and not isinstance(e, _TooLarge):
             raise TimeoutError(f"no complete reply within {timeout:g} s (connecting, sending and reading, all together)") from None
         raise
     finally: dl.cancel()
