@@ -100,7 +100,7 @@ lab: venv
 site: venv
 	$(BIN)/python -m judgelab.site --out _site
 
-# `make bench`: the main job's breakdown from the executed notebooks, then issue 16's measurements side by side (each
+# `make bench`: the main job's breakdown from the executed notebooks, the command's start-up beside `python -c pass`, then issue 16's measurements side by side (each
 # against the former code or raw llama.cpp in the same process, on the same inputs): (a) HANNA's correlation table,
 # (b) HANNA's CorrGap audit (one target; `bench/bench_stats.py --only audit --targets all` for the whole audit),
 # (c) prompt and generation tok/s through judgelab as a fraction of raw llama.cpp, alone and with a statistics process
@@ -109,6 +109,7 @@ site: venv
 BENCH_BACKENDS ?= --dataset summeval --methods analyze_rate,geval --items 2 --dims coherence
 bench: venv data
 	$(BIN)/python bench/bench_main_job.py
+	$(BIN)/python bench/bench_cli.py
 	$(BIN)/python bench/bench_stats.py --only table audit null
 	$(BIN)/python bench/bench_backends.py $(BENCH_BACKENDS)
 

@@ -8,8 +8,8 @@ import os, json, hashlib, subprocess, datetime, platform, fcntl, contextlib
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['RESOURCES', 'paths', 'HEALTH', 'find_root', 'Paths', 'resource_name', 'sha256_file', 'git_info', 'file_lock',
-           'record_manifest', 'record_health', 'read_health']
+__all__ = ['RESOURCES', 'paths', 'HEALTH', 'MAX_FIELD_CHARS', 'find_root', 'Paths', 'resource_name', 'sha256_file', 'git_info',
+           'file_lock', 'record_manifest', 'record_health', 'read_health']
 
 # %% ../nbs/00_core.ipynb #42256207
 _PKG = Path(globals()['__file__']).resolve().parent if '__file__' in globals() else None  # the judgelab package (None in a notebook)
@@ -183,3 +183,6 @@ def read_health(run_dir:str|Path)->dict:
     if not isinstance(h, dict) or h.get('status') not in HEALTH: raise ValueError(f"{p}: status must be one of {HEALTH}, not {h!r:.100}")
     return dict(status=h['status'], problems=list(h.get('problems') or []))
 
+
+# %% ../nbs/00_core.ipynb #90bc8523
+MAX_FIELD_CHARS = 1_000_000   # the longest field (e.g. a rationale) an imported file may hold, in characters

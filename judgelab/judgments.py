@@ -8,18 +8,17 @@ import re, json, csv, io, os, codecs, hashlib, numbers, threading
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np, pandas as pd
-from .core import paths, record_manifest, sha256_file, _rel, file_lock
+from .core import paths, record_manifest, sha256_file, _rel, file_lock, MAX_FIELD_CHARS
 from scipy import stats
 from .parse import in_range, range_failure, parse_rating, parse_labelled, parse_score, Parsed, NO_SCORE, OUT_OF_RANGE, CONFLICT, EMPTY
 from .data import get_spec, load, as_dataset, raw_dir, group_files, group_digest, DataError, _item_slug, _hanna_table, _hanna_col, _HANNA_DIMS
 
 # %% auto #0
-__all__ = ['JUDGMENT_COLUMNS', 'JUDGMENT_SOURCES', 'MAX_FIELD_CHARS', 'MAX_SAMPLE', 'slug', 'judgments_path', 'save_judgments',
-           'write_parquet', 'JudgmentSource', 'parse_rts', 'parse_choice', 'parse_stars', 'parse_geval_sample',
-           'parse_batch', 'Replay', 'list_judgments', 'load_judgments', 'judgment_scores', 'score_coverage',
-           'judgments_inputs', 'authors_scores', 'authors_correlations', 'rule_differences', 'JudgmentImportError',
-           'check_judge_name', 'check_model_name', 'validate_judgments', 'import_judgments', 'as_judgments',
-           'store_import']
+__all__ = ['JUDGMENT_COLUMNS', 'JUDGMENT_SOURCES', 'MAX_SAMPLE', 'slug', 'judgments_path', 'save_judgments', 'write_parquet',
+           'JudgmentSource', 'parse_rts', 'parse_choice', 'parse_stars', 'parse_geval_sample', 'parse_batch', 'Replay',
+           'list_judgments', 'load_judgments', 'judgment_scores', 'score_coverage', 'judgments_inputs',
+           'authors_scores', 'authors_correlations', 'rule_differences', 'JudgmentImportError', 'check_judge_name',
+           'check_model_name', 'validate_judgments', 'import_judgments', 'as_judgments', 'store_import']
 
 # %% ../nbs/01a_judgments.ipynb #0a4e7b19
 JUDGMENT_COLUMNS = ['item_id', 'dimension', 'judge', 'model', 'score', 'rationale', 'sample', 'parse_ok', 'failure']
@@ -734,7 +733,6 @@ def check_model_name(name:str)->str:
     return name
 
 # %% ../nbs/01a_judgments.ipynb #5594b222
-MAX_FIELD_CHARS = 1_000_000   # the longest field (e.g. a rationale) an imported file may hold, in characters
 MAX_SAMPLE = 2**63 - 1        # `sample` is stored as a 64-bit integer
 
 def _listing(problems:list, max_listed:int=20)->str:

@@ -20,8 +20,8 @@ from bleach.css_sanitizer import CSSSanitizer
 from pygments.formatters import HtmlFormatter
 from fastcore.docments import docments
 from PIL import Image
-from . import core, llm, prompts, parse, backends, cache, models, data, judgments, stats, corrgap, audits
-from . import judges, checklist, decompose, dimcheck, methods, report, sweep, cli
+from . import core, llm, prompts, parse, backends, cache, models, data, judgments, stats, corrgap, audits, reliability
+from . import judges, checklist, decompose, dimcheck, methods, report, sweep, commands, cli
 from .core import paths
 from .report import _caption
 
@@ -572,7 +572,7 @@ def _lib_notebooks(nbs_dir:Path)->list:
     return out
 
 MODULES = {m.__name__.split('.')[-1]: m for m in (core, llm, prompts, parse, backends, cache, models, data, judgments, stats, corrgap, audits,
-                                                  judges, checklist, decompose, dimcheck, methods, report, sweep, cli)}
+                                                  reliability, judges, checklist, decompose, dimcheck, methods, report, sweep, commands, cli)}
 
 # %% ../nbs/14_site.ipynb #0cb41633
 def _collect(outputs:Path, runs_dir:Path, sweep:str, root:Path, lib_nbs:list):
