@@ -58,6 +58,7 @@ setuptools.setup(
     url = cfg['git_url'],
     packages = setuptools.find_packages(include=['judgelab', 'judgelab.*']),
     include_package_data = True,
+    package_data = {'judgelab': ['site.css']},   # the site's style sheet (judgelab.site.SITE_CSS)
     install_requires = requirements,
     extras_require={ 'dev': dev_requirements, 'gpu': (cfg.get('gpu_requirements') or '').split() },
     dependency_links = cfg.get('dep_links','').split(),

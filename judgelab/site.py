@@ -4,7 +4,7 @@
 
 # %% ../nbs/14_site.ipynb #2e25966d
 from __future__ import annotations
-import argparse, builtins, functools, html, inspect, json, os, posixpath, re, shutil, sys, time
+import argparse, builtins, functools, html, importlib.resources, inspect, json, os, posixpath, re, shutil, sys, time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
@@ -247,16 +247,25 @@ def _exporter()->HTMLExporter:
     return _BasicExporter(template_name='basic', exclude_input_prompt=True, exclude_output_prompt=True,
                           filters={'clean_html': lambda x: x.decode() if isinstance(x, bytes) else str(x)})
 
+_INPUT = re.compile(r'<div class="input_area">\s*<div class="[^"]*highlight[^"]*">\s*<pre>(.*?)</pre>\s*</div>\s*</div>', re.S)
+
+def _fold_code(body:str)->str:
+    "Each code cell's source folded into a `<details>` that says its size (the reader opens what she wants; outputs stay open)."
+    def fold(m):
+        n = m.group(1).count('\n') + (not m.group(1).endswith('\n'))
+        return f'<details class="code"><summary>code ({n} line{"s" if n != 1 else ""})</summary>{m.group(0)}</details>'
+    return _INPUT.sub(fold, body)
+
 def notebook_html(path:Path, # an .ipynb
                   kind:str='run', # 'run': as executed; 'lib': a library notebook shown as nbdev's docs show it
                  )->str: # the cells as HTML (no page frame)
-    "One notebook's cells as HTML (nbconvert's `basic` template, outputs included and made safe by `safe_outputs`)."
+    "One notebook's cells as HTML (nbconvert's `basic` template, outputs included and made safe by `safe_outputs`; an executed notebook's code folded)."
     if kind not in ('run', 'lib'): raise ValueError(f"kind must be 'run' or 'lib', not {kind!r}")
     nb = nbformat.read(path, as_version=4)
     if kind == 'lib': nb = _lib_cells(nb)
     safe_outputs(nb)
     body, _ = _exporter().from_notebook_node(nb)
-    return body
+    return _fold_code(body) if kind == 'run' else body
 
 # %% ../nbs/14_site.ipynb #11d906b3
 def _scrub(s:str, # text
@@ -333,75 +342,8 @@ def api_html(mod, # a judgelab module
     return '\n'.join(parts)
 
 # %% ../nbs/14_site.ipynb #cd3ac031
-SITE_CSS = r"""
-:root{--fg:#1f2328;--muted:#5b6570;--line:#d8dee4;--soft:#f6f8fa;--accent:#0a5bb5;--bar:#15314d}
-*{box-sizing:border-box}
-html{font-size:16px;scroll-padding-top:3.6rem}
-body{margin:0;font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans","Liberation Sans",Arial,sans-serif;color:var(--fg);background:#fff;line-height:1.55}
-code,pre,.sig{font-family:ui-monospace,SFMono-Regular,"DejaVu Sans Mono",Menlo,Consolas,"Liberation Mono",monospace;font-size:.86em}
-p code,li code,td code{background:var(--soft);padding:.05em .3em;border-radius:4px}
-a{color:var(--accent);text-decoration:none} a:hover{text-decoration:underline}
-.topbar{position:sticky;top:0;z-index:20;background:var(--bar);display:flex;flex-wrap:wrap;align-items:center;gap:.3rem 1.4rem;padding:.6rem 1.5rem;box-shadow:0 1px 3px rgba(0,0,0,.25)}
-.topbar a{color:#dfe8f2;font-size:.93rem} .topbar a.brand{color:#fff;font-weight:700;font-size:1.05rem;margin-right:.6rem}
-main{max-width:1200px;margin:0 auto;padding:1.4rem 1.6rem 3rem}
-.prose{max-width:880px}
-h1{font-size:2rem;line-height:1.2;margin:.6rem 0 .6rem;letter-spacing:-.01em}
-h2{font-size:1.45rem;line-height:1.25;margin:2.6rem 0 .8rem;padding-bottom:.3rem;border-bottom:1px solid var(--line)}
-h3{font-size:1.15rem;margin:2rem 0 .5rem} h4{font-size:1rem;margin:1.3rem 0 .4rem}
-.lead{font-size:1.13rem;color:var(--muted);margin-top:0}
-.meta{color:var(--muted);font-size:.82rem}
-.callout{border-left:4px solid #c69026;background:#fff8e6;padding:.75rem 1rem;border-radius:4px;max-width:880px}
-.toc{columns:2 320px;font-size:.92rem;padding-left:1.1rem} .toc li{break-inside:avoid;margin:.1rem 0}
-.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(270px,1fr));gap:1rem;margin:.6rem 0 1.2rem}
-figure.card{margin:0;border:1px solid var(--line);border-radius:8px;background:#fff;display:flex;flex-direction:column;overflow:hidden}
-figure.card:hover{box-shadow:0 2px 10px rgba(20,40,70,.13)}
-figure.card a.thumb{display:block;height:200px;padding:8px;border-bottom:1px solid var(--line);background:#fff}
-figure.card a.thumb img{width:100%;height:100%;object-fit:contain;display:block}
-figure.card figcaption{padding:.55rem .75rem .7rem;font-size:.86rem;line-height:1.4}
-figure.card figcaption p{margin:.2rem 0}
-figure.card figcaption code{overflow-wrap:anywhere}
-figure.card .tag{font-weight:600;font-size:.78rem;letter-spacing:.01em}
-figure.card .meta{margin-top:.25rem}
-.run{border-top:1px solid var(--line);margin-top:2.2rem;padding-top:.4rem}
-.artifact{margin:1.1rem 0 1.4rem}
-.artifact h4{margin-bottom:.15rem}
-.files a{margin-right:.45rem}
-.tablewrap{overflow:auto;max-height:70vh;border:1px solid var(--line);border-radius:6px;margin:.4rem 0 .6rem;max-width:100%;width:max-content}
-table{border-collapse:collapse;font-size:.8rem;font-variant-numeric:tabular-nums;background:#fff}
-th,td{padding:.28rem .65rem;border-bottom:1px solid #edf0f3;white-space:nowrap;vertical-align:top}
-thead th{position:sticky;top:0;background:var(--soft);border-bottom:2px solid var(--line);font-weight:600;z-index:1}
-tbody tr:nth-child(even){background:#fafbfc} tbody tr:hover{background:#eef5ff}
-table.params td:last-child,table.kv td:last-child,table.wrap td{white-space:normal}
-.tablewrap:has(table.wrap){width:auto}
-table.kv td:first-child{color:var(--muted);width:1%}
-details{margin:.3rem 0} details>summary{cursor:pointer;color:var(--accent);font-size:.88rem}
-details.prov{font-size:.82rem} details.prov[open]{background:var(--soft);padding:.4rem .7rem;border-radius:6px}
-pre{background:var(--soft);border:1px solid var(--line);border-radius:6px;padding:.6rem .8rem;overflow:auto}
-pre.sig,pre.bib{white-space:pre-wrap}
-.badge{font-size:.68rem;font-weight:600;color:#fff;background:#6e7781;border-radius:10px;padding:.08rem .5rem;vertical-align:middle;font-family:system-ui,sans-serif}
-.findings{max-width:900px} .findings li{margin:.35rem 0}
-section.api{border-top:1px solid var(--line);margin-top:1.4rem}
-section.api h2{border:0;margin-top:1rem}
-footer{max-width:1200px;margin:0 auto;padding:1rem 1.6rem 2rem;color:var(--muted);font-size:.8rem;border-top:1px solid var(--line)}
-/* notebook cells (nbconvert's basic template) */
-.nb .cell{margin:.7rem 0}
-.nb .input_area{background:var(--soft);border:1px solid var(--line);border-radius:6px;padding:.45rem .75rem;overflow-x:auto}
-.nb .input_area pre{margin:0;background:none;border:0;padding:0}
-.nb .output_area{padding:.35rem 0 .35rem .75rem;overflow-x:auto}
-.nb .output_subarea pre{background:#fff;border:0;padding:.2rem 0;margin:0;white-space:pre-wrap}
-.nb .output_stderr{background:#fff4f4;border-radius:4px}
-.nb .output_png img{max-width:100%;height:auto}
-.nb .rendered_html table{margin:.3rem 0;border:1px solid var(--line)}
-.nb table.dataframe th,.nb table.dataframe td{border:0;border-bottom:1px solid #edf0f3}
-.nb .text_cell_render{max-width:900px}
-.nb .celltag_parameters .input_area,.nb .celltag_injected-parameters .input_area{border-left:4px solid #8250df}
-.nb .celltag_export .input_area{border-left:4px solid #1a7f37}
-.nb .celltag_export .input_area::before{content:"exported";float:right;font-size:.68rem;color:#1a7f37;font-weight:600}
-.anchor-link{visibility:hidden;margin-left:.3rem;color:var(--muted)}
-h1:hover .anchor-link,h2:hover .anchor-link,h3:hover .anchor-link,h4:hover .anchor-link{visibility:visible}
-.nbhead{background:var(--soft);border:1px solid var(--line);border-radius:8px;padding:.8rem 1rem;margin-bottom:1.4rem}
-.nbhead table.kv{font-size:.84rem;background:none} .nbhead table.kv tr{background:none}
-"""
+SITE_CSS = (importlib.resources.files('judgelab')/'site.css').read_text(encoding='utf-8')   # judgelab/site.css, package data
+
 
 NAV = [('Findings', 'index.html#findings'), ('Figures', 'index.html#figures'), ('Runs', 'index.html#runs'),
        ('Library', 'lib/index.html'), ('Cite', 'index.html#cite')]

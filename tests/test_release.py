@@ -122,7 +122,7 @@ def test_wheel_carries_every_run_time_file_and_nothing_else(dist):
     for must in ('data/datasets/summeval.yaml', 'data/prompts/analyze_rate.yaml', 'data/checklists/summeval/coherence.yaml',
                  'data/decompositions/generic_criteria.yaml', 'nbs/experiments/judge.ipynb', 'configs/embedded.yaml', 'configs/slurm/config.yaml'):
         assert must in shipped, must
-    assert {f'judgelab/{p.name}' for p in (ROOT/'judgelab').glob('*.py')} <= names
+    assert {f'judgelab/{p.name}' for p in (ROOT/'judgelab').glob('*.py')} | {'judgelab/site.css'} <= names
     assert not [n for n in names if any(x in n for x in NEVER)]
 
 def _clean_env(venv:Path|None=None)->dict:
