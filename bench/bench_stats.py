@@ -94,7 +94,7 @@ def loop_excess(pred, R_t, R_o, ids, W):
     return np.array(out)
 
 def main_baseline(n_boot=1000, n_perm=9999, loop_resamples=40, judge='gpt-4o', target='coherence', other='consistency'):
-    "The human baseline of SPEC §2 on the full SummEval audit (six AltTest judges): vectorised vs a per-resample loop."
+    "The human baseline of excess CorrGap (nbs/06_corrgap.ipynb) on the full SummEval audit (six AltTest judges): vectorised vs a per-resample loop."
     ds = load('summeval'); J = load_judgments('summeval', 'alttest')
     hm = ds.human_mean(); docs = ds.items.set_index('item_id').doc_id.reindex(hm.index).values
     s = judgment_scores(J[J.model == judge]).pivot(index='item_id', columns='dimension', values='score')
