@@ -162,6 +162,128 @@ def rescore_request(base:Request, # the Analyze-Rate request that produced the o
     return Request(base.messages + [prefill], max_tokens=4 if choice else 16, temperature=0.0, seed=seed, continue_final=True, choice=list(choice) if choice else None,
                    meta=dict(item_id=base.meta['item_id'], dimension=base.meta['dimension'], prompt=prompt))
 
+def _published_note(o:dict)->str|None:
+    "Where a published analysis came from ('<judge>/<model>, <source>'); None for a generated one."
+    return None if o['source'] == 'generated' else f"{o['judge']}/{o['model']}, {o['source']}"
+
+def _dimcheck_origins(ds, its, dims, backend, base_reqs, template, complete_score, analyses, analyses_sample, analyses_judge, calls, progress)->tuple:
+    "(the analyses DimCheck starts from, one per base request; the source's name; the completed base scores by request index): generated in one batch, or published."
+    completed = {}
+    if analyses is None:            # the judge's own Analyze-Rate analyses, one batch
+        base = backend.generate(base_reqs, progress=progress)
+        calls['base'] = 1
+        if complete_score:          # the base scores the judge did not write: one score completion each, marked on the rows kept
+            brows = [judgment_row(r.meta['item_id'], r.meta['dimension'], template, c.model, parse_score(c.text, ds.dim(r.meta['dimension']).lo, ds.dim(r.meta['dimension']).hi, c.finish_reason),
+                                  c.choices[0], r, c.backend) for r, c in zip(base_reqs, base)]
+            complete_scores(brows, base_reqs, [ds.dim(r.meta['dimension']).scale[:2] for r in base_reqs], backend, RESCORE_PREFIX, 'Analysis: ', analysis_text, progress=progress)
+            completed = {k: row for k, row in enumerate(brows) if row['first_failure'] is not None}
+            if completed: calls['base_completion'] = 1
+        return [dict(analysis=analysis_text(c.text), completion=c, judge=template, model=c.model, source='generated') for c in base], None, completed
+    # existing analyses: checked against the dataset before any call, nothing generated
+    pub, src = published_analyses(ds, its, dims, analyses, analyses_sample, analyses_judge)
+    return [dict(p, source=src) for p in pub], src, completed
+
+def _dimcheck_plans(ds, its, base_reqs, origins, others, order, one_step, seed)->dict:
+    "Per request index with a usable analysis: its `_State`, with the plan of edit steps (the non-targets, in order)."
+    states = {}
+    for k, (r, o) in enumerate(zip(base_reqs, origins)):
+        if 'skip' in o: continue
+        t = r.meta['dimension']
+        it = its[its.item_id == r.meta['item_id']].iloc[0]
+        nt = [ds.dim(x).name for x in others] if others else [d for d in ds.spec.dim_names if d not in (t, 'overall')]
+        nt = [x for x in nt if x != t]
+        if order == 'random': nt = list(np.random.default_rng([seed, k]).permutation(nt))
+        plan = [nt] if one_step else [[x] for x in nt]
+        states[k] = _State(it, t, plan, o.get('text') or o['completion'].text, o['analysis'], o['analysis'])
+    return states
+
+def _edit_request(ds, et, s, step, attempt, thinking, max_tokens, seed)->Request:
+    "The editor's request for step `step` of `s` (attempt `attempt`: restarts sample at temperature 0.7 with another seed)."
+    o = s.plan[step]
+    labels = [ds.dim(x).label for x in o]
+    var = dict(item_variables(ds, s.item, s.target), target_label=ds.dim(s.target).label,
+               target_definition=ds.dim(s.target).definition,
+               other_label=' and '.join(labels) if len(labels) < 3 else ', '.join(labels[:-1]) + ' and ' + labels[-1],
+               other_definition='; '.join(ds.dim(x).definition for x in o), thinking=thinking, analysis=s.analysis)
+    return et.request(meta=dict(item_id=s.item.item_id, dimension=s.target, step=step, other=o),
+                      max_tokens=max_tokens, temperature=0.0 if attempt == 0 else 0.7, seed=seed + 1000*attempt,
+                      chat_options=None if thinking else {'enable_thinking': False}, **var)
+
+def _dimcheck_edit(ds, states, editor, et, thinking, max_tokens, max_restarts, seed, calls, progress)->None:
+    "Run the edit steps of every state, one batch per step and attempt (an edit with no answer restarts up to `max_restarts` times); the states record each step."
+    n_steps = max((len(s.plan) for s in states.values()), default=0)
+    for step in range(n_steps):
+        todo = [s for s in states.values() if step < len(s.plan)]
+        attempt = 0
+        while todo:
+            reqs = [_edit_request(ds, et, s, step, attempt, thinking, max_tokens, seed) for s in todo]
+            outs = editor.generate(reqs, progress=progress)
+            calls['edit_rounds'] += 1
+            retry = []
+            for s, c in zip(todo, outs):
+                ch = c.choices[0]
+                s.edit_prompt_tokens += ch.prompt_tokens
+                s.edit_completion_tokens += ch.completion_tokens
+                new, why = edited_analysis(ch.text, ch.finish_reason)
+                if why and attempt < max_restarts:
+                    s.restarts += 1
+                    retry.append(s)
+                    continue
+                if new is None:             # the analysis stays as it was, the failure is recorded
+                    s.failures += 1
+                    new = s.analysis
+                s.steps.append(dict(other=s.plan[step], changed=_norm(new) != _norm(s.analysis), analysis=new, failure=why,
+                                    prompt_tokens=ch.prompt_tokens, completion_tokens=ch.completion_tokens, attempts=attempt + 1))
+                s.analysis = new
+            todo = retry
+            attempt += 1
+
+def _dimcheck_rescore(ds, base_reqs, origins, states, backend, seed, template, complete_score, calls, progress)->tuple:
+    "(the rescore request, the rescore completion) per index of a changed analysis, one batch: the unchanged evaluation prompt, the edited analysis as the start of the answer."
+    # (for a published analysis judgelab's Analyze-Rate request of the item and dimension: the published judge's own prompt is not judgelab's)
+    changed = [k for k, s in states.items() if _norm(s.analysis) != _norm(s.analysis0)]
+    rescore_reqs = [rescore_request(base_reqs[k], states[k].analysis, seed, template, _published_note(origins[k]),
+                                    score_strings(*ds.dim(base_reqs[k].meta['dimension']).scale[:2]) if complete_score else None) for k in changed]
+    if not rescore_reqs: return {}
+    calls['rescore'] = 1
+    return {k: (q, c) for k, q, c in zip(changed, rescore_reqs, backend.generate(rescore_reqs, progress=progress))}
+
+def _skipped_row(r, d, o, backend, method, src, analyses_sample)->dict:
+    "The row of an (item, dimension) with no usable published analysis: a row saying why, never a silent gap."
+    row = judgment_row(r.meta['item_id'], d.name, method, backend.identity(), Parsed(None, f"skipped: {o['skip']}"),
+                       Choice('', sample=analyses_sample), r, backend.name, 'skipped')
+    row.update(rationale=None, prompt=f'none (no analysis in {src})', base_score=np.nan, changed=False, steps='[]', n_steps=0,
+               restarts=0, edit_failures=0, edit_prompt_tokens=0, edit_completion_tokens=0, base_completion_tokens=np.nan,
+               base_analysis=None, analysis_source=src, analysis_judge=None, analysis_model=None, analysis_sample=analyses_sample)
+    return row
+
+def _dimcheck_row(k, r, d, o, s, backend, method, completed, rescored, analyses_sample)->dict:
+    "The row of request `k` (`r`; the state `s` of its analysis): rescored, or kept with its base score (generated, completed or published)."
+    gen = 'completion' in o
+    if gen:
+        c = o['completion']
+        base_p = parse_score(c.text, d.lo, d.hi, c.finish_reason)
+    else: base_p = Parsed(o['score'])           # the published score: nothing of ours generated it
+    if k in completed: base_p = Parsed(completed[k]['score']) if completed[k]['parse_ok'] else Parsed(None, completed[k]['failure'])
+    if k in rescored:
+        q, rc = rescored[k]
+        p = parse_score(RESCORE_PREFIX + rc.text, d.lo, d.hi, rc.finish_reason)
+        row = judgment_row(s.item.item_id, d.name, method, rc.model, p, rc.choices[0], q, rc.backend, 'rescored')
+    elif gen:
+        row = judgment_row(s.item.item_id, d.name, method, c.model, base_p, c.choices[0], r, c.backend, 'kept')
+        if k in completed: row.update({f: completed[k][f] for f in ('first_failure', 'completion', 'prompt_tokens', 'completion_tokens', 'seconds', 'cached')},
+                                      scoring='kept, ' + completed[k]['scoring'])
+    else:
+        row = judgment_row(s.item.item_id, d.name, method, backend.identity(), base_p, Choice(o['text'], sample=analyses_sample),
+                           r, backend.name, 'kept')
+        row.update(prompt=f"published ({_published_note(o)})")
+    row.update(rationale=s.analysis, base_score=base_p.value if base_p.ok else np.nan, changed=k in rescored,
+               steps=json.dumps(s.steps, ensure_ascii=False), n_steps=len(s.plan), restarts=s.restarts, edit_failures=s.failures,
+               edit_prompt_tokens=s.edit_prompt_tokens, edit_completion_tokens=s.edit_completion_tokens,
+               base_completion_tokens=c.completion_tokens if gen else np.nan, base_analysis=s.analysis0,
+               analysis_source=o['source'], analysis_judge=o['judge'], analysis_model=o['model'], analysis_sample=0 if gen else analyses_sample)
+    return row
+
 def dimcheck(ds, its, dims, backend, editor=None, # editor backend (default: the judge's backend)
              order:str='paper', # 'paper' (dataset paper order) or 'random' (seeded per item)
              one_step:bool=False, # remove all non-targets in one edit
@@ -176,101 +298,27 @@ def dimcheck(ds, its, dims, backend, editor=None, # editor backend (default: the
              complete_score:bool=False, # a generated base analysis without a score gets one score completion (as `analyze_rate(complete_score=True)`), and the rescoring is constrained to the ratings
             ):
     "DimCheck judgments (with every intermediate analysis recorded), on generated Analyze-Rate analyses or on existing ones."
+    "DimCheck judgments (with every intermediate analysis recorded), on generated Analyze-Rate analyses or on existing ones."
     ds = D.as_dataset(ds)
     check_dimcheck_options(dict(order=order, analyses=analyses, analyses_sample=analyses_sample, analyses_judge=analyses_judge), ds.name)
-    editor = editor or backend; et = load_prompt(edit_template)
+    editor = editor or backend
+    et = load_prompt(edit_template)
     calls = dict(base=0, edit_rounds=0, rescore=0)
     base_reqs = analyze_rate_requests(ds, its, dims, template, 0.0, 1, base_max_tokens, seed)
     if complete_score and base_reqs: check_score_completion(backend, base_reqs[0], *ds.dim(base_reqs[0].meta['dimension']).scale[:2])
-    completed = {}
-    if analyses is None:            # the judge's own Analyze-Rate analyses, one batch
-        base = backend.generate(base_reqs, progress=progress); calls['base'] = 1; src = None
-        if complete_score:          # the base scores the judge did not write: one score completion each, marked on the rows kept
-            brows = [judgment_row(r.meta['item_id'], r.meta['dimension'], template, c.model, parse_score(c.text, ds.dim(r.meta['dimension']).lo, ds.dim(r.meta['dimension']).hi, c.finish_reason),
-                                  c.choices[0], r, c.backend) for r, c in zip(base_reqs, base)]
-            complete_scores(brows, base_reqs, [ds.dim(r.meta['dimension']).scale[:2] for r in base_reqs], backend, RESCORE_PREFIX, 'Analysis: ', analysis_text, progress=progress)
-            completed = {k: row for k, row in enumerate(brows) if row['first_failure'] is not None}
-            if completed: calls['base_completion'] = 1
-        origins = [dict(analysis=analysis_text(c.text), completion=c, judge=template, model=c.model, source='generated') for c in base]
-    else:                           # existing analyses: checked against the dataset before any call, nothing generated
-        pub, src = published_analyses(ds, its, dims, analyses, analyses_sample, analyses_judge)
-        origins = [dict(p, source=src) for p in pub]
-    states = {}
+    origins, src, completed = _dimcheck_origins(ds, its, dims, backend, base_reqs, template, complete_score, analyses, analyses_sample, analyses_judge, calls, progress)
+    states = _dimcheck_plans(ds, its, base_reqs, origins, others, order, one_step, seed)
+    _dimcheck_edit(ds, states, editor, et, thinking, max_tokens, max_restarts, seed, calls, progress)
+    rescored = _dimcheck_rescore(ds, base_reqs, origins, states, backend, seed, template, complete_score, calls, progress)
+    method = dimcheck_file_method(dict(order=order, one_step=one_step, thinking=thinking))
+    rows = []
+    skipped = {}
     for k, (r, o) in enumerate(zip(base_reqs, origins)):
-        if 'skip' in o: continue
-        t = r.meta['dimension']; it = its[its.item_id == r.meta['item_id']].iloc[0]
-        nt = [ds.dim(x).name for x in others] if others else [d for d in ds.spec.dim_names if d not in (t, 'overall')]
-        nt = [x for x in nt if x != t]
-        if order == 'random': nt = list(np.random.default_rng([seed, k]).permutation(nt))
-        plan = [nt] if one_step else [[x] for x in nt]
-        states[k] = _State(it, t, plan, o.get('text') or o['completion'].text, o['analysis'], o['analysis'])
-    n_steps = max((len(s.plan) for s in states.values()), default=0)
-    for step in range(n_steps):
-        todo = [s for s in states.values() if step < len(s.plan)]
-        attempt = 0
-        while todo:
-            reqs = []
-            for s in todo:
-                o = s.plan[step]; labels = [ds.dim(x).label for x in o]
-                var = dict(item_variables(ds, s.item, s.target), target_label=ds.dim(s.target).label,
-                           target_definition=ds.dim(s.target).definition,
-                           other_label=' and '.join(labels) if len(labels) < 3 else ', '.join(labels[:-1]) + ' and ' + labels[-1],
-                           other_definition='; '.join(ds.dim(x).definition for x in o), thinking=thinking, analysis=s.analysis)
-                reqs.append(et.request(meta=dict(item_id=s.item.item_id, dimension=s.target, step=step, other=o),
-                                       max_tokens=max_tokens, temperature=0.0 if attempt == 0 else 0.7, seed=seed + 1000*attempt,
-                                       chat_options=None if thinking else {'enable_thinking': False}, **var))
-            outs = editor.generate(reqs, progress=progress); calls['edit_rounds'] += 1
-            retry = []
-            for s, c in zip(todo, outs):
-                ch = c.choices[0]; s.edit_prompt_tokens += ch.prompt_tokens; s.edit_completion_tokens += ch.completion_tokens
-                new, why = edited_analysis(ch.text, ch.finish_reason)
-                if why and attempt < max_restarts: s.restarts += 1; retry.append(s); continue
-                if new is None: s.failures += 1; new = s.analysis          # the analysis stays as it was, the failure is recorded
-                s.steps.append(dict(other=s.plan[step], changed=_norm(new) != _norm(s.analysis), analysis=new, failure=why,
-                                    prompt_tokens=ch.prompt_tokens, completion_tokens=ch.completion_tokens, attempts=attempt + 1))
-                s.analysis = new
-            todo = retry; attempt += 1
-    # rescore the changed analyses, one batch: the unchanged evaluation prompt, the edited analysis as the start of the answer
-    # (for a published analysis judgelab's Analyze-Rate request of the item and dimension: the published judge's own prompt is not judgelab's)
-    changed = [k for k, s in states.items() if _norm(s.analysis) != _norm(s.analysis0)]
-    note = lambda o: None if o['source'] == 'generated' else f"{o['judge']}/{o['model']}, {o['source']}"
-    rescore_reqs = [rescore_request(base_reqs[k], states[k].analysis, seed, template, note(origins[k]),
-                                    score_strings(*ds.dim(base_reqs[k].meta['dimension']).scale[:2]) if complete_score else None) for k in changed]
-    rescored = {}
-    if rescore_reqs:
-        rescored = dict(zip(changed, backend.generate(rescore_reqs, progress=progress))); calls['rescore'] = 1
-    rows = []; skipped = {}
-    suffix = dimcheck_file_method(dict(order=order, one_step=one_step, thinking=thinking))[len('dimcheck'):]
-    for k, (r, o) in enumerate(zip(base_reqs, origins)):
-        d = ds.dim(r.meta['dimension']); s = states.get(k); gen = 'completion' in o
-        if s is None:           # no usable published analysis: a row saying why, never a silent gap
+        d = ds.dim(r.meta['dimension'])
+        if k not in states:
             skipped[o['skip']] = skipped.get(o['skip'], 0) + 1
-            row = judgment_row(r.meta['item_id'], d.name, 'dimcheck' + suffix, backend.identity(), Parsed(None, f"skipped: {o['skip']}"),
-                               Choice('', sample=analyses_sample), r, backend.name, 'skipped')
-            row.update(rationale=None, prompt=f'none (no analysis in {src})', base_score=np.nan, changed=False, steps='[]', n_steps=0,
-                       restarts=0, edit_failures=0, edit_prompt_tokens=0, edit_completion_tokens=0, base_completion_tokens=np.nan,
-                       base_analysis=None, analysis_source=src, analysis_judge=None, analysis_model=None, analysis_sample=analyses_sample)
-            rows.append(row); continue
-        if gen: c = o['completion']; base_p = parse_score(c.text, d.lo, d.hi, c.finish_reason)
-        else: base_p = Parsed(o['score'])           # the published score: nothing of ours generated it
-        if k in completed: base_p = Parsed(completed[k]['score']) if completed[k]['parse_ok'] else Parsed(None, completed[k]['failure'])
-        if k in rescored:
-            rc = rescored[k]; p = parse_score(RESCORE_PREFIX + rc.text, d.lo, d.hi, rc.finish_reason)
-            row = judgment_row(s.item.item_id, d.name, 'dimcheck' + suffix, rc.model, p, rc.choices[0], rescore_reqs[changed.index(k)], rc.backend, 'rescored')
-        elif gen:
-            row = judgment_row(s.item.item_id, d.name, 'dimcheck' + suffix, c.model, base_p, c.choices[0], r, c.backend, 'kept')
-            if k in completed: row.update({f: completed[k][f] for f in ('first_failure', 'completion', 'prompt_tokens', 'completion_tokens', 'seconds', 'cached')},
-                                          scoring='kept, ' + completed[k]['scoring'])
-        else:
-            row = judgment_row(s.item.item_id, d.name, 'dimcheck' + suffix, backend.identity(), base_p, Choice(o['text'], sample=analyses_sample),
-                               r, backend.name, 'kept')
-            row.update(prompt=f"published ({note(o)})")
-        row.update(rationale=s.analysis, base_score=base_p.value if base_p.ok else np.nan, changed=k in rescored,
-                   steps=json.dumps(s.steps, ensure_ascii=False), n_steps=len(s.plan), restarts=s.restarts, edit_failures=s.failures,
-                   edit_prompt_tokens=s.edit_prompt_tokens, edit_completion_tokens=s.edit_completion_tokens,
-                   base_completion_tokens=c.completion_tokens if gen else np.nan, base_analysis=s.analysis0,
-                   analysis_source=o['source'], analysis_judge=o['judge'], analysis_model=o['model'], analysis_sample=0 if gen else analyses_sample)
-        rows.append(row)
+            rows.append(_skipped_row(r, d, o, backend, method, src, analyses_sample))
+        else: rows.append(_dimcheck_row(k, r, d, o, states[k], backend, method, completed, rescored, analyses_sample))
     j = typed_judgments(rows)
     j.attrs.update(calls=calls, skipped=sum(skipped.values()), skipped_reasons=skipped,
                    file_method=dimcheck_file_method(dict(order=order, one_step=one_step, thinking=thinking, analyses=analyses, analyses_sample=analyses_sample,
