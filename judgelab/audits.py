@@ -292,6 +292,96 @@ def _ci(x, lo, hi): return f'{x:.2f} [{lo:.2f}, {hi:.2f}]'
 
 LOW_AGREEMENT = 0.45   # below it the excess is not calibrated for judges less noisy than a rater (corrgap_noise)
 
+def _verdict_null(t:str, g:pd.DataFrame, row:dict, alpha:float)->str:
+    "The verdict text of target `t` from its pairs `g` with a human baseline and a reliability-matched null; `row` updated with the pair it rests on."
+    sig = g[(g.p_corrected_bh < alpha) & (g.excess_corrected > 0)].sort_values('excess_corrected', ascending=False)
+    plain = g[(g.p_excess_bh < alpha) & (g.excess > 0)].sort_values('excess', ascending=False)
+    if len(sig):
+        b = sig.iloc[0]
+        row.update(status='dependence beyond human raters', other=b.other)
+        text = (f'{t} leans on {b.other} beyond human raters and beyond what its reliability explains: corrected excess '
+                f'{b.excess_corrected:.2f} (excess {b.excess:.2f} minus the {b.excess_null:.2f} a judge {b.reliability_ratio:.1f}x as '
+                f'reliable as one rater shows without dependence), adjusted p {_p(b.p_corrected_bh)}')
+        if 'w' in b and np.isfinite(b.w): text += f'; estimated weight on {b.other} {_ci(b.w, b.w_lo, b.w_hi)}'
+        if len(sig) > 1: text += '; also on ' + ', '.join(f'{r.other} ({r.excess_corrected:.2f}, p {_p(r.p_corrected_bh)})' for r in sig.iloc[1:].itertuples())
+    elif len(plain):
+        b = plain.iloc[0]
+        row.update(status='excess not beyond the reliability-matched null', other=b.other)
+        text = (f'{t}: the excess on {b.other} ({_ci(b.excess, b.excess_lo, b.excess_hi)}, adjusted p {_p(b.p_excess_bh)}) does not stand '
+                f'out against judges {b.reliability_ratio:.1f}x as reliable as one rater with no dependence (they show '
+                f'{b.excess_null:+.2f}, sd {b.excess_null_sd:.2f}): corrected excess {b.excess_corrected:.2f}, adjusted p {_p(b.p_corrected_bh)}, '
+                f'so it is not read as dependence')
+    else:
+        b = g.loc[g.excess_corrected.idxmax()] if g.excess_corrected.notna().any() else g.iloc[0]
+        row.update(status='no dependence detected', other=b.other)
+        text = (f'{t}: no sign of dependence (largest corrected excess {b.excess_corrected:.2f} on {b.other}, adjusted p '
+                f'{_p(b.p_corrected_bh)}; reliability {b.reliability_ratio:.1f}x one rater)')
+    row.update(excess=b.excess, excess_lo=b.excess_lo, excess_hi=b.excess_hi, p_excess_bh=b.p_excess_bh, gap=b.gap,
+               p_bh=b.get('p_bh', np.nan), gap_human=b.gap_human, reliability_ratio=b.reliability_ratio, excess_null=b.excess_null,
+               excess_corrected=b.excess_corrected, p_corrected_bh=b.p_corrected_bh)
+    return text
+
+def _verdict_base(t:str, g:pd.DataFrame, row:dict, alpha:float)->str:
+    "The verdict text of target `t` from its pairs `g` with a human baseline and no null; `row` updated with the pair it rests on."
+    sig = g[(g.p_excess_bh < alpha) & (g.excess > 0)].sort_values('excess', ascending=False)
+    raw = g[g.p_bh < alpha].sort_values('gap', ascending=False) if 'p_bh' in g and not len(sig) else g.iloc[:0]
+    if len(sig):
+        b = sig.iloc[0]
+        row.update(status='dependence beyond human raters', other=b.other)
+        text = (f'{t} leans on {b.other} beyond human raters: excess CorrGap {_ci(b.excess, b.excess_lo, b.excess_hi)}, '
+                f'adjusted p {_p(b.p_excess_bh)}')
+        if len(sig) > 1: text += '; also on ' + ', '.join(f'{r.other} ({r.excess:.2f}, p {_p(r.p_excess_bh)})' for r in sig.iloc[1:].itertuples())
+    elif len(raw):
+        b = raw.iloc[0]
+        row.update(status='raw CorrGap not beyond the human baseline', other=b.other)
+        text = (f'{t}: no significant dependence beyond human raters: the raw CorrGap on {b.other} ({b.gap:.2f}, adjusted p '
+                f"{_p(b.p_bh)}) exceeds individual raters' ({b.gap_human:.2f}) by {_ci(b.excess, b.excess_lo, b.excess_hi)}, "
+                f'adjusted p {_p(b.p_excess_bh)}')
+    else:
+        b = g.loc[g.excess.idxmax()] if g.excess.notna().any() else g.iloc[0]
+        row.update(status='no dependence detected', other=b.other)
+        text = (f'{t}: no sign of dependence (largest excess {_ci(b.excess, b.excess_lo, b.excess_hi)} on {b.other}, '
+                f'adjusted p {_p(b.p_excess_bh)})')
+    row.update(excess=b.excess, excess_lo=b.excess_lo, excess_hi=b.excess_hi, p_excess_bh=b.p_excess_bh, gap=b.gap,
+               p_bh=b.get('p_bh', np.nan), gap_human=b.gap_human)
+    return text
+
+def _verdict_caveats(t:str, g:pd.DataFrame, agreement, has_base:bool, has_null:bool)->list:
+    "The caveats of a verdict: pairs without a matched null, low human agreement (without a null), single-annotator references."
+    cav = []
+    notes = g.null_note.map(lambda x: x if isinstance(x, str) else '') if len(g) and 'null_note' in g else pd.Series(dtype=str)
+    if (notes != '').any():
+        cav.append('no reliability-matched null for ' + ', '.join(g.other[notes != '']) + f' ({notes[notes != ""].iloc[0]})')
+    if agreement is not None and np.isfinite(agreement.get(t, np.nan)) and agreement.get(t) < LOW_AGREEMENT and has_base and not has_null:
+        cav.append(f'human raters agree little on {t} (alpha {agreement[t]:.2f}): at such agreement a judge less noisy than a rater '
+                   f'can show an excess without any dependence (corrgap_noise)')
+    if len(g) and 'k_raters' in g and g.k_raters.max() == 2: cav.append('two ratings per item: each reference is a single annotator')
+    return cav
+
+def _target_verdict(judge, model, t:str, g:pd.DataFrame, corr, agreement, method:str, alpha:float)->dict:
+    "The verdict row of one judge and target `t`, from its pairs `g`."
+    row = dict(judge=judge, model=model, target=t, status='not tested', other='', excess=np.nan, excess_lo=np.nan, excess_hi=np.nan,
+               p_excess_bh=np.nan, gap=np.nan, p_bh=np.nan, gap_human=np.nan, corr=np.nan, corr_lo=np.nan, corr_hi=np.nan, caveat='')
+    if corr is not None and (judge, model, t) in corr.index:
+        c = corr.loc[(judge, model, t)]
+        row.update(corr=c.value, corr_lo=c.ci_lo, corr_hi=c.ci_hi)
+    has_base = len(g) and 'excess' in g and g.excess.notna().any()
+    has_null = bool(len(g) and 'p_corrected_bh' in g and g.p_corrected_bh.notna().any())
+    row.update(reliability_ratio=np.nan, excess_null=np.nan, excess_corrected=np.nan, p_corrected_bh=np.nan)
+    if not len(g): text = f'{t}: not tested (no non-target dimension to test against)'
+    elif has_base and has_null: text = _verdict_null(t, g, row, alpha)   # the excess read against a judge with this judge's reliability and no dependence
+    elif has_base: text = _verdict_base(t, g, row, alpha)
+    else:
+        b = g.loc[g.gap.idxmax()] if g.gap.notna().any() else g.iloc[0]
+        row.update(status='raw CorrGap only (no human baseline)', other=b.other, gap=b.gap, p_bh=b.get('p_bh', np.nan))
+        text = (f'{t}: raw CorrGap only, largest on {b.other} {b.gap:.2f} (adjusted p {_p(b.get("p_bh", np.nan))}); with fewer than two '
+                f'ratings per item there is no human baseline, so it is not read as dependence')
+    if np.isfinite(row['corr']): text += f'; {method.capitalize()} with humans {_ci(row["corr"], row["corr_lo"], row["corr_hi"])}'
+    cav = _verdict_caveats(t, g, agreement, has_base, has_null)
+    row['caveat'] = '; '.join(cav)
+    row['verdict'] = text + '.' + (f' Caveat: {row["caveat"]}.' if cav else '')
+    return row
+
 def verdicts(pairs:pd.DataFrame, # the pairs of `corrgap_audit` (concatenated `CorrGapMatrix.long`)
              correlations:pd.DataFrame|None=None, # `correlation_table`, for the correlation clause
              agreement:pd.Series|None=None, # `human_agreement`, for the caveat
@@ -310,76 +400,7 @@ def verdicts(pairs:pd.DataFrame, # the pairs of `corrgap_audit` (concatenated `C
         tlist = [t for t in (targets if targets is not None else dict.fromkeys(P.target)) if t in judged or t in set(P.target)]
         for t in tlist:
             g = P[P.target == t] if len(P) else P
-            row = dict(judge=judge, model=model, target=t, status='not tested', other='', excess=np.nan, excess_lo=np.nan, excess_hi=np.nan,
-                       p_excess_bh=np.nan, gap=np.nan, p_bh=np.nan, gap_human=np.nan, corr=np.nan, corr_lo=np.nan, corr_hi=np.nan, caveat='')
-            if corr is not None and (judge, model, t) in corr.index:
-                c = corr.loc[(judge, model, t)]; row.update(corr=c.value, corr_lo=c.ci_lo, corr_hi=c.ci_hi)
-            has_base = len(g) and 'excess' in g and g.excess.notna().any()
-            has_null = bool(len(g) and 'p_corrected_bh' in g and g.p_corrected_bh.notna().any())
-            row.update(reliability_ratio=np.nan, excess_null=np.nan, excess_corrected=np.nan, p_corrected_bh=np.nan)
-            if not len(g): text = f'{t}: not tested (no non-target dimension to test against)'
-            elif has_base and has_null:      # the excess read against a judge with this judge's reliability and no dependence
-                sig = g[(g.p_corrected_bh < alpha) & (g.excess_corrected > 0)].sort_values('excess_corrected', ascending=False)
-                plain = g[(g.p_excess_bh < alpha) & (g.excess > 0)].sort_values('excess', ascending=False)
-                if len(sig):
-                    b = sig.iloc[0]; row.update(status='dependence beyond human raters', other=b.other)
-                    text = (f'{t} leans on {b.other} beyond human raters and beyond what its reliability explains: corrected excess '
-                            f'{b.excess_corrected:.2f} (excess {b.excess:.2f} minus the {b.excess_null:.2f} a judge {b.reliability_ratio:.1f}x as '
-                            f'reliable as one rater shows without dependence), adjusted p {_p(b.p_corrected_bh)}')
-                    if 'w' in b and np.isfinite(b.w): text += f'; estimated weight on {b.other} {_ci(b.w, b.w_lo, b.w_hi)}'
-                    if len(sig) > 1: text += '; also on ' + ', '.join(f'{r.other} ({r.excess_corrected:.2f}, p {_p(r.p_corrected_bh)})' for r in sig.iloc[1:].itertuples())
-                elif len(plain):
-                    b = plain.iloc[0]; row.update(status='excess not beyond the reliability-matched null', other=b.other)
-                    text = (f'{t}: the excess on {b.other} ({_ci(b.excess, b.excess_lo, b.excess_hi)}, adjusted p {_p(b.p_excess_bh)}) does not stand '
-                            f'out against judges {b.reliability_ratio:.1f}x as reliable as one rater with no dependence (they show '
-                            f'{b.excess_null:+.2f}, sd {b.excess_null_sd:.2f}): corrected excess {b.excess_corrected:.2f}, adjusted p {_p(b.p_corrected_bh)}, '
-                            f'so it is not read as dependence')
-                else:
-                    b = g.loc[g.excess_corrected.idxmax()] if g.excess_corrected.notna().any() else g.iloc[0]
-                    row.update(status='no dependence detected', other=b.other)
-                    text = (f'{t}: no sign of dependence (largest corrected excess {b.excess_corrected:.2f} on {b.other}, adjusted p '
-                            f'{_p(b.p_corrected_bh)}; reliability {b.reliability_ratio:.1f}x one rater)')
-                row.update(excess=b.excess, excess_lo=b.excess_lo, excess_hi=b.excess_hi, p_excess_bh=b.p_excess_bh, gap=b.gap,
-                           p_bh=b.get('p_bh', np.nan), gap_human=b.gap_human, reliability_ratio=b.reliability_ratio, excess_null=b.excess_null,
-                           excess_corrected=b.excess_corrected, p_corrected_bh=b.p_corrected_bh)
-            elif has_base:
-                sig = g[(g.p_excess_bh < alpha) & (g.excess > 0)].sort_values('excess', ascending=False)
-                if len(sig):
-                    b = sig.iloc[0]; row.update(status='dependence beyond human raters', other=b.other)
-                    text = (f'{t} leans on {b.other} beyond human raters: excess CorrGap {_ci(b.excess, b.excess_lo, b.excess_hi)}, '
-                            f'adjusted p {_p(b.p_excess_bh)}')
-                    if len(sig) > 1: text += '; also on ' + ', '.join(f'{r.other} ({r.excess:.2f}, p {_p(r.p_excess_bh)})' for r in sig.iloc[1:].itertuples())
-                else:
-                    raw = g[g.p_bh < alpha].sort_values('gap', ascending=False) if 'p_bh' in g else g.iloc[:0]
-                    if len(raw):
-                        b = raw.iloc[0]; row.update(status='raw CorrGap not beyond the human baseline', other=b.other)
-                        text = (f'{t}: no significant dependence beyond human raters: the raw CorrGap on {b.other} ({b.gap:.2f}, adjusted p '
-                                f"{_p(b.p_bh)}) exceeds individual raters' ({b.gap_human:.2f}) by {_ci(b.excess, b.excess_lo, b.excess_hi)}, "
-                                f'adjusted p {_p(b.p_excess_bh)}')
-                    else:
-                        b = g.loc[g.excess.idxmax()] if g.excess.notna().any() else g.iloc[0]
-                        row.update(status='no dependence detected', other=b.other)
-                        text = (f'{t}: no sign of dependence (largest excess {_ci(b.excess, b.excess_lo, b.excess_hi)} on {b.other}, '
-                                f'adjusted p {_p(b.p_excess_bh)})')
-                row.update(excess=b.excess, excess_lo=b.excess_lo, excess_hi=b.excess_hi, p_excess_bh=b.p_excess_bh, gap=b.gap,
-                           p_bh=b.get('p_bh', np.nan), gap_human=b.gap_human)
-            else:
-                b = g.loc[g.gap.idxmax()] if g.gap.notna().any() else g.iloc[0]
-                row.update(status='raw CorrGap only (no human baseline)', other=b.other, gap=b.gap, p_bh=b.get('p_bh', np.nan))
-                text = (f'{t}: raw CorrGap only, largest on {b.other} {b.gap:.2f} (adjusted p {_p(b.get("p_bh", np.nan))}); with fewer than two '
-                        f'ratings per item there is no human baseline, so it is not read as dependence')
-            if np.isfinite(row['corr']): text += f'; {method.capitalize()} with humans {_ci(row["corr"], row["corr_lo"], row["corr_hi"])}'
-            cav = []
-            notes = g.null_note.map(lambda x: x if isinstance(x, str) else '') if len(g) and 'null_note' in g else pd.Series(dtype=str)
-            if (notes != '').any():
-                cav.append('no reliability-matched null for ' + ', '.join(g.other[notes != '']) + f' ({notes[notes != ""].iloc[0]})')
-            if agreement is not None and np.isfinite(agreement.get(t, np.nan)) and agreement.get(t) < LOW_AGREEMENT and has_base and not has_null:
-                cav.append(f'human raters agree little on {t} (alpha {agreement[t]:.2f}): at such agreement a judge less noisy than a rater '
-                           f'can show an excess without any dependence (corrgap_noise)')
-            if len(g) and 'k_raters' in g and g.k_raters.max() == 2: cav.append('two ratings per item: each reference is a single annotator')
-            row['caveat'] = '; '.join(cav)
-            row['verdict'] = text + '.' + (f' Caveat: {row["caveat"]}.' if cav else '')
-            rows.append(row)
+            rows.append(_target_verdict(judge, model, t, g, corr, agreement, method, alpha))
     return pd.DataFrame(rows)
 
 # %% ../nbs/06a_audit.ipynb #4e753cf0
