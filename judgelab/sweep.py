@@ -379,19 +379,13 @@ def parse_assignments(items)->dict:
         except ConfigError as e: raise ConfigError(f"{it!r}: the value is not valid YAML ({e})") from None
     return out
 
-def load_sweep(path:str|Path, # the sweep file
-               overrides:dict|None=None, # parameters set on every run whose template declares them (command line `--set`)
-               match:dict|None=None, # keep only runs whose parameters have these values (command line `--match`)
-              )->Sweep:
-    "Read, expand and validate a sweep file; `ConfigError` names the file and line of the first problem."
-    import papermill as pm
-    path = _own(Path(path), str(path)); cfg, lines = load_yaml_lines(path)
-    overrides, match = overrides or {}, match or {}
-    shown = _show(path)
-    def line(at): # the nearest recorded line for a path tuple
-        while at and at not in lines: at = at[:-1]
-        return lines.get(at, 1)
-    def err(at, msg): raise ConfigError(f"{shown}:{line(at)}: {msg}")
+def _line_at(lines:dict, at:tuple)->int:
+    "The nearest recorded line of the sweep file for a path tuple."
+    while at and at not in lines: at = at[:-1]
+    return lines.get(at, 1)
+
+def _sweep_top(err, cfg, path:Path)->tuple:
+    "(experiments, defaults, the sweep's name) of a sweep file's contents, its top-level keys checked."
     if not isinstance(cfg, dict): err((), "a sweep file is a mapping with 'experiments'")
     for k in cfg:
         if k not in _TOP: err((k,), f"unknown key {k!r}; allowed: {', '.join(sorted(_TOP))}")
@@ -401,106 +395,121 @@ def load_sweep(path:str|Path, # the sweep file
     if not isinstance(exps, dict) or not exps: err(('experiments',), "'experiments' must map experiment names to their settings")
     defaults = cfg.get('defaults') or {}
     _check_size(err, exps)      # before any template is read or any grid expanded
-    used_defaults, runs, by_nb, seen_values = set(), [], {}, {}
-    every, kept, changed = [], {}, {}  # every run of the file (before --match), which are kept, what --set changed
     sweep_name = cfg.get('name') or path.stem
     if not re.fullmatch(r'[A-Za-z0-9_.-]+', sweep_name) or sweep_name in ('.', '..'): err(('name',), f"sweep name {sweep_name!r}: use letters, digits, '_', '-', '.'")
-    for ename, e in exps.items():
-        at = ('experiments', ename)
-        if not isinstance(ename, str) or not re.fullmatch(r'[A-Za-z0-9_.-]+', ename) or ename in ('.', '..'):
-            err(at, f"experiment name {ename!r}: use letters, digits, '_', '-', '.'" + ('' if isinstance(ename, str) else f" (quote it: '{ename}')"))
-        if not isinstance(e, dict): err(at, f"experiment {ename!r} must be a mapping with a 'template'")
-        for k in e:
-            if k not in _EXP: err(at + (k,), f"unknown key {k!r} in experiment {ename!r}; allowed: {', '.join(sorted(_EXP))}")
-        for k, (types, what) in _EXP_TYPES.items():
-            if e.get(k) is not None: _check_type(err, at + (k,), e[k], types, what)
-        for k in ('needs', 'inputs'):
-            for i, x in enumerate(e.get(k) or []): _check_type(err, at + (k, i), x, str, 'a string: ' + ('an experiment name' if k == 'needs' else 'a glob'))
-        if not e.get('template'): err(at, f"experiment {ename!r} has no 'template'")
-        tpl = _own(paths.root/e['template'], e['template'])
-        if not template_allowed(tpl):
-            err(at + ('template',), f"template {e['template']!r} is outside the repository ({paths.root}): a sweep runs templates from inside it only "
-                                    f"(or from the folders listed in ${TEMPLATE_DIRS_VAR}, separated by {os.pathsep!r}); move the template into the repository "
-                                    f"or add its folder to ${TEMPLATE_DIRS_VAR}")
-        if not tpl.is_file(): err(at + ('template',), f"template {e['template']!r} not found (relative to {paths.root})")
-        try: declared = pm.inspect_notebook(str(tpl))
-        except (ValueError, OSError) as ex: err(at + ('template',), f"template {e['template']!r} cannot be read: {ex}")
-        if not declared: err(at + ('template',), f"template {e['template']!r} has no cell tagged 'parameters'")
-        tdefaults = {}
-        for k, v in declared.items():
-            try: tdefaults[k] = ast.literal_eval(v.get('default', ''))
-            except (ValueError, SyntaxError): pass
-        fixed = e.get('parameters') or {}
-        needs = e.get('needs') or []
-        for n in needs:
-            if n not in exps or list(exps).index(n) >= list(exps).index(ename):
-                err(at + ('needs',), f"experiment {ename!r} needs {n!r}, which is not an experiment listed before it")
-        inputs = e.get('inputs') or []
-        for i, pat in enumerate(inputs):
-            if str(pat).split('/')[0] in ('outputs', 'papermill_runs'):
-                err(at + ('inputs', i), f"input {pat!r}: a run reads other runs' outputs through 'needs' (their folders come as the `runs` parameter)")
-        grids = _grids(e.get('grid'))
-        for gi, g in enumerate(grids):
-            gat = at + ('grid',) + ((gi,) if isinstance(e.get('grid'), list) else ())
-            if not isinstance(g, dict): err(gat, "a grid is a mapping of parameter -> list of values")
-            for k, vals in g.items():
-                if not isinstance(vals, list) or not vals: err(gat + (k,), f"grid values of {k!r} must be a non-empty list")
-                if k == 'cases':
-                    for ci, c in enumerate(vals):
-                        if not isinstance(c, dict): err(gat + (k, ci), "each of 'cases' is a mapping of parameters set together")
-                        for ck in c:
-                            if ck in g: err(gat + (k, ci, ck), f"{ck!r} is both in 'cases' and a grid key")
-                            if ck not in declared: err(gat + (k, ci, ck), f"unknown parameter {ck!r} for template {e['template']}; it declares: {', '.join(declared)}")
-        for src, d, base in [('parameters', fixed, at + ('parameters',))] + [('grid', g, at + ('grid',) + ((gi,) if isinstance(e.get('grid'), list) else ())) for gi, g in enumerate(grids)]:
-            for k in d:
-                if k not in declared and not (src == 'grid' and k == 'cases'):
-                    err(base + (k,), f"unknown parameter {k!r} for template {e['template']}; it declares: {', '.join(declared)}")
-        for k in defaults:
-            if k in declared: used_defaults.add(k)
-        exp_runs, run_at = [], {}
-        for gi, g in enumerate(grids):
-            gat = at + ('grid',) + ((gi,) if isinstance(e.get('grid'), list) else ())
-            for combo in _expand(g):
-                own = {**{k: v for k, v in defaults.items() if k in declared}, **fixed, **combo}  # the file's parameters
-                params = {**own, **{k: v for k, v in overrides.items() if k in declared}}
-                for k in match:   # --match selects by the file's values (before --set)
-                    if k in declared: seen_values.setdefault(k, []).append(own.get(k, tdefaults.get(k)))
-                keep = not any(k in declared and own.get(k, tdefaults.get(k)) != v for k, v in match.items())
-                case_i = next((i for i, c in enumerate(g.get('cases') or []) if all(combo.get(a) == b for a, b in c.items())), None)
-                for k, v in params.items():
-                    where = gat + (k,) if k in combo else (at + ('parameters', k) if k in fixed else ('defaults', k))
-                    if k in g and isinstance(g[k], list) and v in g[k]: where = gat + (k, g[k].index(v))
-                    elif k in combo and k not in g and case_i is not None: where = gat + ('cases', case_i, k)
-                    _check_value(err, k, v, where, declared, params)
-                if params.get('dims') and isinstance(params.get('dataset'), str):
-                    known = D.get_spec(params['dataset']).dim_names
-                    bad = [x for x in ([params['dims']] if isinstance(params['dims'], str) else params['dims']) if x not in known]
-                    if bad:
-                        where = gat + ('dims',) if 'dims' in g else (gat + ('cases', case_i, 'dims') if case_i is not None else at + ('parameters', 'dims'))
-                        err(where, f"dimension(s) {bad} not in {params['dataset']} ({', '.join(known)})")
-                for m in (params.get('methods') if isinstance(params.get('methods'), list) else []):
-                    if isinstance(m, dict) and m.get('dims') and isinstance(params.get('dataset'), str):
-                        bad = [x for x in m['dims'] if x not in D.get_spec(params['dataset']).dim_names]
-                        if bad: err(gat, f"method {m.get('method')!r}: dimension(s) {bad} not in {params['dataset']}")
-                exp_runs.append(Run(ename, tpl, own, '', inputs, needs, line(gat), tdefaults))
-                run_at[id(exp_runs[-1])] = gat; kept[id(exp_runs[-1])] = keep
-        if not exp_runs: err(at + ('grid',), f"experiment {ename!r} expands to no run (an empty grid)")
-        # a run's id comes from the file's own parameters over the whole grid: --match and --only never change it
-        assign_ids(exp_runs, sweep_name)
-        for r in exp_runs:   # a --set that changes a run's parameters makes it a variant with its own folder
-            r_changed = {k: v for k, v in overrides.items() if k in declared and k not in _NOT_IN_ID and r.effective.get(k, _UNSET) != v}
-            r.parameters = {**r.parameters, **r_changed}
-            changed[id(r)] = {**r_changed, **{k: v for u in every if u.experiment in needs for k, v in changed[id(u)].items()}}
-            if changed[id(r)]: r.id += '__' + variant_name(changed[id(r)])
-        if needs and 'runs' in declared:   # the runs it reads: every run of the experiments it needs, selected or not
-            ups = [u.id for u in every if u.experiment in needs]
-            for r in exp_runs: r.parameters.setdefault('runs', ups)
-        every += exp_runs
-        exp_runs = [r for r in exp_runs if kept[id(r)]]
-        for r in exp_runs:
-            if r.notebook in by_nb:
-                err(run_at[id(r)], f"two runs of {ename!r} would write {_show(r.notebook)}: {by_nb[r.notebook].parameters} and {r.parameters}")
-            by_nb[r.notebook] = r; runs.append(r)
+    return exps, defaults, sweep_name
+
+def _experiment_template(err, at:tuple, ename, e, exps:dict)->tuple:
+    "(template path, its declared parameters, their literal defaults) of experiment `ename`, its keys, template, needs and inputs checked."
+    import papermill as pm
+    if not isinstance(ename, str) or not re.fullmatch(r'[A-Za-z0-9_.-]+', ename) or ename in ('.', '..'):
+        err(at, f"experiment name {ename!r}: use letters, digits, '_', '-', '.'" + ('' if isinstance(ename, str) else f" (quote it: '{ename}')"))
+    if not isinstance(e, dict): err(at, f"experiment {ename!r} must be a mapping with a 'template'")
+    for k in e:
+        if k not in _EXP: err(at + (k,), f"unknown key {k!r} in experiment {ename!r}; allowed: {', '.join(sorted(_EXP))}")
+    for k, (types, what) in _EXP_TYPES.items():
+        if e.get(k) is not None: _check_type(err, at + (k,), e[k], types, what)
+    for k in ('needs', 'inputs'):
+        for i, x in enumerate(e.get(k) or []): _check_type(err, at + (k, i), x, str, 'a string: ' + ('an experiment name' if k == 'needs' else 'a glob'))
+    if not e.get('template'): err(at, f"experiment {ename!r} has no 'template'")
+    tpl = _own(paths.root/e['template'], e['template'])
+    if not template_allowed(tpl):
+        err(at + ('template',), f"template {e['template']!r} is outside the repository ({paths.root}): a sweep runs templates from inside it only "
+                                f"(or from the folders listed in ${TEMPLATE_DIRS_VAR}, separated by {os.pathsep!r}); move the template into the repository "
+                                f"or add its folder to ${TEMPLATE_DIRS_VAR}")
+    if not tpl.is_file(): err(at + ('template',), f"template {e['template']!r} not found (relative to {paths.root})")
+    try: declared = pm.inspect_notebook(str(tpl))
+    except (ValueError, OSError) as ex: err(at + ('template',), f"template {e['template']!r} cannot be read: {ex}")
+    if not declared: err(at + ('template',), f"template {e['template']!r} has no cell tagged 'parameters'")
+    tdefaults = {}
+    for k, v in declared.items():
+        try: tdefaults[k] = ast.literal_eval(v.get('default', ''))
+        except (ValueError, SyntaxError): pass
+    for n in e.get('needs') or []:
+        if n not in exps or list(exps).index(n) >= list(exps).index(ename):
+            err(at + ('needs',), f"experiment {ename!r} needs {n!r}, which is not an experiment listed before it")
+    for i, pat in enumerate(e.get('inputs') or []):
+        if str(pat).split('/')[0] in ('outputs', 'papermill_runs'):
+            err(at + ('inputs', i), f"input {pat!r}: a run reads other runs' outputs through 'needs' (their folders come as the `runs` parameter)")
+    return tpl, declared, tdefaults
+
+def _grid_at(at:tuple, e:dict, gi:int)->tuple:
+    "The path of grid `gi` of an experiment (`grid` a list of grids, or one grid)."
+    return at + ('grid',) + ((gi,) if isinstance(e.get('grid'), list) else ())
+
+def _check_grids(err, at:tuple, e:dict, grids:list, declared:dict)->None:
+    "Check an experiment's grids and fixed parameters: non-empty lists of values, 'cases' mappings, parameters its template declares."
+    for gi, g in enumerate(grids):
+        gat = _grid_at(at, e, gi)
+        if not isinstance(g, dict): err(gat, "a grid is a mapping of parameter -> list of values")
+        for k, vals in g.items():
+            if not isinstance(vals, list) or not vals: err(gat + (k,), f"grid values of {k!r} must be a non-empty list")
+            if k == 'cases':
+                for ci, c in enumerate(vals):
+                    if not isinstance(c, dict): err(gat + (k, ci), "each of 'cases' is a mapping of parameters set together")
+                    for ck in c:
+                        if ck in g: err(gat + (k, ci, ck), f"{ck!r} is both in 'cases' and a grid key")
+                        if ck not in declared: err(gat + (k, ci, ck), f"unknown parameter {ck!r} for template {e['template']}; it declares: {', '.join(declared)}")
+    for src, d, base in [('parameters', e.get('parameters') or {}, at + ('parameters',))] + [('grid', g, _grid_at(at, e, gi)) for gi, g in enumerate(grids)]:
+        for k in d:
+            if k not in declared and not (src == 'grid' and k == 'cases'):
+                err(base + (k,), f"unknown parameter {k!r} for template {e['template']}; it declares: {', '.join(declared)}")
+
+def _check_run(err, at:tuple, gat:tuple, g:dict, combo:dict, params:dict, fixed:dict, declared:dict)->None:
+    "Check the parameters of one run of grid `g` (`combo`: its grid values), an error at the line that set the value."
+    case_i = next((i for i, c in enumerate(g.get('cases') or []) if all(combo.get(a) == b for a, b in c.items())), None)
+    for k, v in params.items():
+        where = gat + (k,) if k in combo else (at + ('parameters', k) if k in fixed else ('defaults', k))
+        if k in g and isinstance(g[k], list) and v in g[k]: where = gat + (k, g[k].index(v))
+        elif k in combo and k not in g and case_i is not None: where = gat + ('cases', case_i, k)
+        _check_value(err, k, v, where, declared, params)
+    if params.get('dims') and isinstance(params.get('dataset'), str):
+        known = D.get_spec(params['dataset']).dim_names
+        bad = [x for x in ([params['dims']] if isinstance(params['dims'], str) else params['dims']) if x not in known]
+        if bad:
+            where = gat + ('dims',) if 'dims' in g else (gat + ('cases', case_i, 'dims') if case_i is not None else at + ('parameters', 'dims'))
+            err(where, f"dimension(s) {bad} not in {params['dataset']} ({', '.join(known)})")
+    for m in (params.get('methods') if isinstance(params.get('methods'), list) else []):
+        if isinstance(m, dict) and m.get('dims') and isinstance(params.get('dataset'), str):
+            bad = [x for x in m['dims'] if x not in D.get_spec(params['dataset']).dim_names]
+            if bad: err(gat, f"method {m.get('method')!r}: dimension(s) {bad} not in {params['dataset']}")
+
+def _experiment_runs(err, line, at:tuple, ename:str, e:dict, tpl:Path, declared:dict, tdefaults:dict, grids:list, defaults:dict,
+                     overrides:dict, match:dict, seen_values:dict)->tuple:
+    "(the runs of experiment `ename` over its grids, with the file's parameters; per run id: its grid's path; per run id: whether --match keeps it)."
+    fixed, needs, inputs = e.get('parameters') or {}, e.get('needs') or [], e.get('inputs') or []
+    exp_runs, run_at, kept = [], {}, {}
+    for gi, g in enumerate(grids):
+        gat = _grid_at(at, e, gi)
+        for combo in _expand(g):
+            own = {**{k: v for k, v in defaults.items() if k in declared}, **fixed, **combo}  # the file's parameters
+            params = {**own, **{k: v for k, v in overrides.items() if k in declared}}
+            for k in match:   # --match selects by the file's values (before --set)
+                if k in declared: seen_values.setdefault(k, []).append(own.get(k, tdefaults.get(k)))
+            keep = not any(k in declared and own.get(k, tdefaults.get(k)) != v for k, v in match.items())
+            _check_run(err, at, gat, g, combo, params, fixed, declared)
+            exp_runs.append(Run(ename, tpl, own, '', inputs, needs, line(gat), tdefaults))
+            run_at[id(exp_runs[-1])] = gat
+            kept[id(exp_runs[-1])] = keep
+    if not exp_runs: err(at + ('grid',), f"experiment {ename!r} expands to no run (an empty grid)")
+    return exp_runs, run_at, kept
+
+def _set_variants(exp_runs:list, sweep_name:str, declared:dict, needs:list, overrides:dict, every:list, changed:dict)->None:
+    "Give an experiment's runs their ids, a variant's suffix where --set changes them (or the runs they need), and the `runs` they read."
+    # a run's id comes from the file's own parameters over the whole grid: --match and --only never change it
+    assign_ids(exp_runs, sweep_name)
+    for r in exp_runs:   # a --set that changes a run's parameters makes it a variant with its own folder
+        r_changed = {k: v for k, v in overrides.items() if k in declared and k not in _NOT_IN_ID and r.effective.get(k, _UNSET) != v}
+        r.parameters = {**r.parameters, **r_changed}
+        changed[id(r)] = {**r_changed, **{k: v for u in every if u.experiment in needs for k, v in changed[id(u)].items()}}
+        if changed[id(r)]: r.id += '__' + variant_name(changed[id(r)])
+    if needs and 'runs' in declared:   # the runs it reads: every run of the experiments it needs, selected or not
+        ups = [u.id for u in every if u.experiment in needs]
+        for r in exp_runs: r.parameters.setdefault('runs', ups)
+
+def _check_selection(err, shown:str, exps:dict, defaults:dict, used_defaults:set, overrides:dict, match:dict, seen_values:dict, runs:list, every:list)->None:
+    "Check the sweep as a whole: --match selects runs, there are runs, run folders do not nest, every default and --set/--match key is some template's parameter."
+    import papermill as pm
     for k, v in match.items():
         if k in seen_values and v not in seen_values[k]:
             raise ConfigError(f"{shown}: --match {k}={v!r} selects no run; the runs have {k} in {list(dict.fromkeys(map(str, seen_values[k])))}")
@@ -511,6 +520,37 @@ def load_sweep(path:str|Path, # the sweep file
     for k in list(overrides) + list(match):
         if not any(k in pm.inspect_notebook(str(_own(paths.root/e['template'], e['template']))) for e in exps.values()):
             raise ConfigError(f"{shown}: --set/--match {k!r} is not a parameter of any template in this sweep")
+
+def load_sweep(path:str|Path, # the sweep file
+               overrides:dict|None=None, # parameters set on every run whose template declares them (command line `--set`)
+               match:dict|None=None, # keep only runs whose parameters have these values (command line `--match`)
+              )->Sweep:
+    "Read, expand and validate a sweep file; `ConfigError` names the file and line of the first problem."
+    path = _own(Path(path), str(path))
+    cfg, lines = load_yaml_lines(path)
+    overrides, match = overrides or {}, match or {}
+    shown = _show(path)
+    def line(at): return _line_at(lines, at)
+    def err(at, msg): raise ConfigError(f"{shown}:{line(at)}: {msg}")
+    exps, defaults, sweep_name = _sweep_top(err, cfg, path)
+    used_defaults, runs, by_nb, seen_values = set(), [], {}, {}
+    every, changed = [], {}  # every run of the file (before --match), what --set changed
+    for ename, e in exps.items():
+        at = ('experiments', ename)
+        tpl, declared, tdefaults = _experiment_template(err, at, ename, e, exps)
+        grids = _grids(e.get('grid'))
+        _check_grids(err, at, e, grids, declared)
+        used_defaults.update(k for k in defaults if k in declared)
+        exp_runs, run_at, kept = _experiment_runs(err, line, at, ename, e, tpl, declared, tdefaults, grids, defaults, overrides, match, seen_values)
+        _set_variants(exp_runs, sweep_name, declared, e.get('needs') or [], overrides, every, changed)
+        every += exp_runs
+        for r in exp_runs:
+            if not kept[id(r)]: continue
+            if r.notebook in by_nb:
+                err(run_at[id(r)], f"two runs of {ename!r} would write {_show(r.notebook)}: {by_nb[r.notebook].parameters} and {r.parameters}")
+            by_nb[r.notebook] = r
+            runs.append(r)
+    _check_selection(err, shown, exps, defaults, used_defaults, overrides, match, seen_values, runs, every)
     return Sweep(path, sweep_name, runs, str(cfg.get('kernel') or 'judgelab'), str(cfg.get('description') or ''), overrides, match, every)
 
 # %% ../nbs/12_sweep.ipynb #51c58ffc
