@@ -665,6 +665,53 @@ def _lib_index(lib_nbs:list, apis:dict)->str:
             '<th>pages</th></tr></thead><tbody>' + rows + '</tbody></table></div>')
 
 # %% ../nbs/14_site.ipynb #2589e904
+def _check_site_target(root:Path, outputs:Path, runs_dir:Path, out:Path, sweep:str)->None:
+    "Refuse a sweep with no runs, a site written over the project, its outputs or its runs, and emptying a folder that is not a site."
+    if not (outputs/sweep).is_dir() and not (runs_dir/sweep).is_dir():
+        raise FileNotFoundError(f"no runs of the sweep '{sweep}': neither outputs/{sweep}/ nor papermill_runs/{sweep}/ exists "
+                                "(run `make reproduce`, or point JUDGELAB_OUTPUTS / JUDGELAB_RUNS at them)")
+    if any(p == out or out in p.parents for p in (root, outputs, runs_dir)):
+        raise ValueError(f"refusing to write the site into {out.name}/: it holds the project, its outputs or its runs")
+    if out.exists() and any(out.iterdir()) and not ((out/'index.html').exists() and (out/'assets'/'site.css').exists()):
+        raise ValueError(f"refusing to empty {out.name}/: it is not empty and not a site built here")
+
+def _write_assets(out:Path, c)->None:
+    "Empty `out`, then write the style sheets, the copied outputs and the figures' thumbnails."
+    if out.exists(): shutil.rmtree(out)
+    (out/'assets').mkdir(parents=True)
+    (out/'assets'/'site.css').write_text(SITE_CSS.lstrip())
+    (out/'assets'/'pygments.css').write_text(HtmlFormatter(style='default').get_style_defs('.highlight') + '\n')
+    for src, rel in c.site_map.items():
+        if rel.startswith('outputs/'):
+            (out/rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, out/rel)
+    for a in c.arts:
+        if 'thumb' in a: _thumb(a['files']['.png'], out/a['thumb'])
+
+def _render_all(c, lib_nbs:list, jobs:int|None)->dict:
+    "The HTML of every run's notebook and library notebook, by (path, 'run' or 'lib'); `jobs` rendered at once."
+    todo = [(str(r['notebook']), 'run') for r in c.runs if r['notebook'] is not None] + [(str(p), 'lib') for p, *_ in lib_nbs]
+    jobs = max(1, jobs or os.cpu_count() or 1)
+    if jobs > 1 and len(todo) > 1:   # results come back in the order of the jobs
+        with ProcessPoolExecutor(min(jobs, len(todo))) as ex: return dict(zip(todo, ex.map(_render_job, todo)))
+    return {t: _render_job(t) for t in todo}
+
+def _write_page(out:Path, footer:str, folders:dict, page:str, title:str, body:str, cls:str='')->None:
+    "Write one page of the site, this machine's `folders` replaced by their names."
+    (out/page).parent.mkdir(parents=True, exist_ok=True)
+    (out/page).write_text(_scrub(page_html(title, body, '../' * page.count('/'), cls, footer), folders))
+
+def _write_lib_pages(write, c, lib_nbs:list, rendered:dict, mods:dict, lib:bool)->None:
+    "The library's pages: one per notebook, the API of each module it exports, and their index."
+    apis = {mod: f'api/{mod}.html' for _, mod, _, _ in lib_nbs if mod}
+    for p, mod, t, _ in lib_nbs:
+        page = f'lib/{p.stem}.html'
+        write(page, f'{t} · judgelab', _lib_head(p, mod, apis.get(mod)) + relink(rendered[(str(p), 'lib')], p.parent, page, c.site_map), 'nb')
+        if mod:
+            nbl = f'<p class="meta"><a href="../lib/index.html">&larr; library</a> · <a href="../lib/{p.stem}.html">notebook <code>nbs/{esc(p.name)}</code></a></p>'
+            write(apis[mod], f'judgelab.{mod} · API', nbl + f'<h1><code>judgelab.{esc(mod)}</code></h1>' + api_html(mods[mod]), 'api')
+    if lib: write('lib/index.html', 'Library · judgelab', _lib_index(lib_nbs, apis))
+
 def build_site(out:str|Path='_site', # the folder to write (emptied first)
                outputs:str|Path|None=None, # the outputs folder (default `paths.outputs`)
                runs:str|Path|None=None, # the executed notebooks' folder (default `paths.runs`)
@@ -676,53 +723,24 @@ def build_site(out:str|Path='_site', # the folder to write (emptied first)
     "Write the compendium as a static site into `out`: the index, one page per executed notebook, the library's notebooks and API."
     root = paths.root
     outputs, runs_dir, out = Path(outputs or paths.outputs).resolve(), Path(runs or paths.runs).resolve(), Path(out).resolve()
-    if not (outputs/sweep).is_dir() and not (runs_dir/sweep).is_dir():
-        raise FileNotFoundError(f"no runs of the sweep '{sweep}': neither outputs/{sweep}/ nor papermill_runs/{sweep}/ exists "
-                                "(run `make reproduce`, or point JUDGELAB_OUTPUTS / JUDGELAB_RUNS at them)")
-    if any(p == out or out in p.parents for p in (root, outputs, runs_dir)):
-        raise ValueError(f"refusing to write the site into {out.name}/: it holds the project, its outputs or its runs")
-    if out.exists() and any(out.iterdir()) and not ((out/'index.html').exists() and (out/'assets'/'site.css').exists()):
-        raise ValueError(f"refusing to empty {out.name}/: it is not empty and not a site built here")
+    _check_site_target(root, outputs, runs_dir, out, sweep)
     lib_nbs = _lib_notebooks(paths.nbs) if lib else []
     mods = {**MODULES, '__init__': sys.modules['judgelab'], 'site': sys.modules.get('judgelab.site') or sys.modules[__name__]}
     if missing := [m for _, m, _, _ in lib_nbs if m and m not in mods]:
         raise ValueError(f"library notebooks export modules that judgelab.site does not import: {missing}: add them to its imports and MODULES")
     c = _collect(outputs, runs_dir, sweep, root, lib_nbs)
-
-    if out.exists(): shutil.rmtree(out)
-    (out/'assets').mkdir(parents=True)
-    (out/'assets'/'site.css').write_text(SITE_CSS.lstrip())
-    (out/'assets'/'pygments.css').write_text(HtmlFormatter(style='default').get_style_defs('.highlight') + '\n')
-    for src, rel in c.site_map.items():
-        if rel.startswith('outputs/'): (out/rel).parent.mkdir(parents=True, exist_ok=True); shutil.copyfile(src, out/rel)
-    for a in c.arts:
-        if 'thumb' in a: _thumb(a['files']['.png'], out/a['thumb'])
-
-    todo = [(str(r['notebook']), 'run') for r in c.runs if r['notebook'] is not None] + [(str(p), 'lib') for p, *_ in lib_nbs]
-    jobs = max(1, jobs or os.cpu_count() or 1)
-    if jobs > 1 and len(todo) > 1:   # results come back in the order of the jobs
-        with ProcessPoolExecutor(min(jobs, len(todo))) as ex: rendered = dict(zip(todo, ex.map(_render_job, todo)))
-    else: rendered = {t: _render_job(t) for t in todo}
-
+    _write_assets(out, c)
+    rendered = _render_all(c, lib_nbs, jobs)
     commits = _commits(c.arts)
     footer = (f'Built by <code>judgelab.site</code> from the manifests of <code>outputs/{esc(sweep)}/</code> and the executed notebooks '
               f'of <code>papermill_runs/{esc(sweep)}/</code>' + (f' (commits {", ".join(f"<code>{x}</code>" for x in commits)})' if commits else '') + '.')
-    def write(page:str, title:str, body:str, cls:str=''):
-        (out/page).parent.mkdir(parents=True, exist_ok=True)
-        (out/page).write_text(_scrub(page_html(title, body, '../' * page.count('/'), cls, footer), {outputs: 'outputs', runs_dir: 'papermill_runs'}))
+    write = functools.partial(_write_page, out, footer, {outputs: 'outputs', runs_dir: 'papermill_runs'})
     write('index.html', *_index_html(c, max_rows))
     for r in c.runs:
         if page := c.page_of.get(r['id']):
             body = relink(rendered[(str(r['notebook']), 'run')], r['notebook'].parent, page, c.site_map)
             write(page, f'{r["id"]} · judgelab', _run_head(c, r, '../' * page.count('/')) + body, 'nb')
-    apis = {mod: f'api/{mod}.html' for _, mod, _, _ in lib_nbs if mod}
-    for p, mod, t, _ in lib_nbs:
-        page = f'lib/{p.stem}.html'
-        write(page, f'{t} · judgelab', _lib_head(p, mod, apis.get(mod)) + relink(rendered[(str(p), 'lib')], p.parent, page, c.site_map), 'nb')
-        if mod:
-            nbl = f'<p class="meta"><a href="../lib/index.html">&larr; library</a> · <a href="../lib/{p.stem}.html">notebook <code>nbs/{esc(p.name)}</code></a></p>'
-            write(apis[mod], f'judgelab.{mod} · API', nbl + f'<h1><code>judgelab.{esc(mod)}</code></h1>' + api_html(mods[mod]), 'api')
-    if lib: write('lib/index.html', 'Library · judgelab', _lib_index(lib_nbs, apis))
+    _write_lib_pages(write, c, lib_nbs, rendered, mods, lib)
     # a page naming this machine's folders would not read the same anywhere else
     leaks = [p.relative_to(out).as_posix() for p in out.rglob('*.html') if any(str(f) in p.read_text() for f in (root, outputs, runs_dir))]
     if leaks: raise RuntimeError(f"pages name this machine's folders: {leaks}")
