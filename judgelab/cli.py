@@ -11,19 +11,16 @@ from .core import MAX_FIELD_CHARS
 __all__ = ['parser', 'main']
 
 # %% ../nbs/13a_cli.ipynb #2b6b7c15
-def parser()->argparse.ArgumentParser:
-    "The `judgelab` command-line parser."
-    p = argparse.ArgumentParser(prog='judgelab', description='judgelab: multi-dimensional LLM-as-a-judge meta-evaluation. '
-                                'Datasets, published judgments and sweeps from the command line.')
-    p.add_argument('--version', action='version', version=f"judgelab {sys.modules['judgelab'].__version__}")  # settings.ini's version (nbdev_export)
-    sub = p.add_subparsers(dest='cmd', metavar='COMMAND', required=True)
+def _audit_parser(sub)->None:
+    "The `judgelab audit` subcommand."
     x = sub.add_parser('audit', help="audit a judge's scores: correlations, CorrGap against the human baseline, quality groups, alt-test, a verdict per target",
                        description="Validate and import SCORES (CSV or JSONL with item_id, dimension, score[, rationale, sample, failure]), run the audit "
                        "notebook on them and print a verdict per target dimension. Outputs: outputs/audits/<dataset>__<judge>__<model>/ and "
                        "papermill_runs/audits/<dataset>__<judge>__<model>.ipynb. Exit status: 0 done, 1 the notebook failed, 2 bad input (nothing ran).")
     x.add_argument('scores', help='CSV or JSONL (UTF-8) of your judge: item_id, dimension, score')
     x.add_argument('--dataset', required=True, help='dataset the items belong to (judgelab data list)')
-    x.add_argument('--judge', help="the judge's name (default: the file name)"); x.add_argument('--model', help="its model (default: 'unspecified')")
+    x.add_argument('--judge', help="the judge's name (default: the file name)")
+    x.add_argument('--model', help="its model (default: 'unspecified')")
     x.add_argument('--replace', action='store_true', help='redo an earlier audit of this judge and model made with other scores')
     x.add_argument('--n-perm', type=int, default=2999, help='permutations per pair for the raw CorrGap (default 2999)')
     x.add_argument('--n-boot-excess', type=int, default=1000, help='cluster-bootstrap resamples for the excess over the human baseline (default 1000)')
@@ -31,28 +28,49 @@ def parser()->argparse.ArgumentParser:
     x.add_argument('--n-perm-quality', type=int, default=499, help='permutations inside the quality groups (default 499)')
     x.add_argument('--n-sim', type=int, default=100, help="simulated no-dependence datasets per pair for the null fitted to the judge's reliability (default 100; 0: none)")
     x.add_argument('--alpha', type=float, default=0.05, help='BH level (default 0.05)')
-    x.add_argument('--quiet', action='store_true', help='no progress bar'); x.set_defaults(fn='audit')
+    x.add_argument('--quiet', action='store_true', help='no progress bar')
+    x.set_defaults(fn='audit')
+
+def _data_parser(sub)->None:
+    "The `judgelab data` subcommands: list, fetch, verify, info."
     d = sub.add_parser('data', help='list, fetch, verify and describe datasets').add_subparsers(dest='sub', metavar='ACTION', required=True)
-    x = d.add_parser('list', help='the registered datasets and whether their raw files are here'); x.set_defaults(fn='data_list')
+    x = d.add_parser('list', help='the registered datasets and whether their raw files are here')
+    x.set_defaults(fn='data_list')
     x.add_argument('-v', '--verbose', action='store_true', help='also show annotators')
     x = d.add_parser('fetch', help='copy/download raw files into data/raw/<name>/, verifying sha256')
-    x.add_argument('names', nargs='*', help='dataset names'); x.add_argument('--all', action='store_true', help='every dataset (optional ones are skipped when unavailable)')
+    x.add_argument('names', nargs='*', help='dataset names')
+    x.add_argument('--all', action='store_true', help='every dataset (optional ones are skipped when unavailable)')
     x.add_argument('--mirror', help='local mirror folder (default: $JUDGELAB_DATA_MIRROR or ../shared/data)')
-    x.add_argument('--force', action='store_true', help='copy again even if a verified copy exists'); x.set_defaults(fn='data_fetch')
+    x.add_argument('--force', action='store_true', help='copy again even if a verified copy exists')
+    x.set_defaults(fn='data_fetch')
     x = d.add_parser('verify', help='check the sha256 of raw files already fetched')
-    x.add_argument('names', nargs='*'); x.add_argument('--all', action='store_true'); x.set_defaults(fn='data_verify')
+    x.add_argument('names', nargs='*')
+    x.add_argument('--all', action='store_true')
+    x.set_defaults(fn='data_verify')
     x = d.add_parser('info', help='citation, licence, dimensions with definitions and scales, files')
-    x.add_argument('name'); x.set_defaults(fn='data_info')
+    x.add_argument('name')
+    x.set_defaults(fn='data_info')
+
+def _judgments_parser(sub)->None:
+    "The `judgelab judgments` subcommands: list, import."
     j = sub.add_parser('judgments', help='published judgments and importing your own').add_subparsers(dest='sub', metavar='ACTION', required=True)
-    x = j.add_parser('list', help='published judge outputs per dataset'); x.add_argument('names', nargs='*')
-    x.add_argument('--all', action='store_true'); x.set_defaults(fn='judgments_list')
+    x = j.add_parser('list', help='published judge outputs per dataset')
+    x.add_argument('names', nargs='*')
+    x.add_argument('--all', action='store_true')
+    x.set_defaults(fn='judgments_list')
     x = j.add_parser('import', help="validate a CSV/JSONL of item_id,dimension,score[,rationale] and store it as parquet",
                      description="Validate a UTF-8 CSV or JSONL file (item_id, dimension, score[, rationale, sample, failure]; at most "
                      f"{MAX_FIELD_CHARS:,} characters per field) against its dataset and store it. Exit status: 0 stored, 2 bad input (every problem listed; nothing written).")
-    x.add_argument('path'); x.add_argument('--dataset', required=True); x.add_argument('--judge', required=True)
-    x.add_argument('--model', required=True); x.add_argument('--out', help='default: outputs/judgments/<dataset>/<judge>__<model>.parquet (with a manifest row)')
+    x.add_argument('path')
+    x.add_argument('--dataset', required=True)
+    x.add_argument('--judge', required=True)
+    x.add_argument('--model', required=True)
+    x.add_argument('--out', help='default: outputs/judgments/<dataset>/<judge>__<model>.parquet (with a manifest row)')
     x.add_argument('--replace', action='store_true', help='overwrite an existing judgments file (refused otherwise)')
     x.set_defaults(fn='judgments_import')
+
+def _sweep_parser(sub)->None:
+    "The `judgelab sweep` subcommand."
     x = sub.add_parser('sweep', help='run a sweep file (configs/*.yaml) with Snakemake: executed notebooks in papermill_runs/, outputs in outputs/<run>/',
                        description='Compile a sweep file into a Snakemake workflow and execute the runs that are not current. Exit status: 0 all ran, '
                        '1 some runs failed (listed with their notebooks), 2 the sweep file is invalid (nothing ran), 3 with --strict: '
@@ -74,8 +92,20 @@ def parser()->argparse.ArgumentParser:
     x.add_argument('--strict', action='store_true', help='exit 3 when a run finished degraded (e.g. a judge method parsed no score on a dimension); '
                    'runs skipped as current count too (the main job uses it)')
     x.set_defaults(fn='sweep')
-    x = sub.add_parser('readme', help='regenerate README.md from nbs/index.ipynb'); x.add_argument('--check', action='store_true')
+
+def _readme_parser(sub)->None:
+    "The `judgelab readme` subcommand."
+    x = sub.add_parser('readme', help='regenerate README.md from nbs/index.ipynb')
+    x.add_argument('--check', action='store_true')
     x.set_defaults(fn='readme')
+
+def parser()->argparse.ArgumentParser:
+    "The `judgelab` command-line parser."
+    p = argparse.ArgumentParser(prog='judgelab', description='judgelab: multi-dimensional LLM-as-a-judge meta-evaluation. '
+                                'Datasets, published judgments and sweeps from the command line.')
+    p.add_argument('--version', action='version', version=f"judgelab {sys.modules['judgelab'].__version__}")  # settings.ini's version (nbdev_export)
+    sub = p.add_subparsers(dest='cmd', metavar='COMMAND', required=True)
+    for add in (_audit_parser, _data_parser, _judgments_parser, _sweep_parser, _readme_parser): add(sub)
     return p
 
 
