@@ -183,58 +183,79 @@ def _set_aside(d:Path)->Path|None:
     d.rename(keep); return keep
 
 # %% ../nbs/13_cli.ipynb #4c2a336f
-def _audit(a):
-    if bad := _audit_problems(a):       # every argument checked before any file is read or written
-        print(f"error: {len(bad)} problem(s) with the arguments (nothing ran):\n  " + '\n  '.join(bad), file=sys.stderr); return 2
-    ds = D.as_dataset(a.dataset); path = Path(a.scores)
-    judge = a.judge or re.sub(r'_+', '_', JM.slug(path.stem)).strip('._-')[:80] or 'my_judge'
-    model = a.model or 'unspecified'
-    j = JM.import_judgments(path, ds, judge, model)          # the file read once: every problem of it, before anything runs
-    rid = audit_run_id(ds.name, judge, model); out_dir = paths.outputs/rid
-    nb_out, log = paths.runs/f'{rid}.ipynb', paths.runs/f'{rid}.log'
-    nb_new, nb_failed = nb_out.with_name(nb_out.stem + '.running.ipynb'), nb_out.with_name(nb_out.stem + '.failed.ipynb')
-    with _try_lock(paths.outputs/'tmp'/'locks'/f'{JM.slug(rid)}.audit.lock', f'an audit of judge {judge!r} and model {model!r} on {ds.name}'), \
-         _env(JUDGELAB_RUN_ID=rid, JUDGELAB_RUN=S._show(nb_out)):
-        stored = JM.judgments_path(ds.name, judge, model)
-        if stored.exists() and not a.replace:
-            old = pd.read_parquet(stored)
-            if not (len(old) == len(j) and old.reset_index(drop=True)[['item_id', 'dimension', 'sample', 'score']].equals(
-                    j.reset_index(drop=True)[['item_id', 'dimension', 'sample', 'score']])):
-                print(f"error: {S._show(out_dir)} holds an audit of other scores for judge {judge!r} and model {model!r}: pass --replace to "
-                      f"redo it with {path.name}, or name another judge (--judge)", file=sys.stderr); return 2
-        kept, done = _set_aside(out_dir), False        # the earlier audit stays whole until this one has succeeded
-        try:
-            j, stored = JM.store_import(path, ds, judge, model, replace=True, judgments=j)
-            print(f"{judge} ({model}) on {ds.name}: {len(j)} judgments of {j.item_id.nunique()} items x {j.dimension.nunique()} dimensions, "
-                  f"{int((~j.parse_ok).sum())} failures -> {S._show(stored)}")
-            template = paths.resource(AUDIT_TEMPLATE)           # the checkout's template, or the installed copy
-            tpl = str(template) if resource_name(template) else S._show(template)
-            params = dict(dataset=ds.name, judgments_path=S._show(stored), n_perm=a.n_perm, n_boot_excess=a.n_boot_excess, n_boot=a.n_boot,
-                          n_perm_quality=a.n_perm_quality, n_sim=a.n_sim, alpha=a.alpha)
-            nb_out.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile('w', suffix='.yaml', delete=False) as f: yaml.safe_dump(params, f); pfile = f.name
-            cmd = [sys.executable, '-c', S.PAPERMILL_MAIN, tpl, S._show(nb_new), '-f', pfile, '-k', S._kernel('judgelab'),
-                   '--cwd', str(Path(tpl).parent), '--log-level', 'WARNING']
-            env = {**os.environ, 'JUDGELAB_ROOT': str(paths.root), 'PYTHONUNBUFFERED': '1', **S.thread_env(os.cpu_count() or 1)}
-            try: rc = run_with_progress(cmd, env, log, f'audit {ds.name}', progress=not a.quiet)
-            finally: os.unlink(pfile)
-            if rc != 0:
-                if nb_new.exists(): nb_new.replace(nb_failed)
-                print(f"error: the audit notebook failed: {S._last_error(log)}\n  notebook: {S._show(nb_failed)}\n  log: {S._show(log)}"
-                      + (f"\n  the earlier audit in {S._show(out_dir)} is kept as it was" if kept else ''), file=sys.stderr); return 1
-            nb_new.replace(nb_out); nb_failed.unlink(missing_ok=True); done = True
-        finally:
-            if done:
-                if kept: shutil.rmtree(kept)
-            else:
-                if out_dir.exists(): shutil.rmtree(out_dir)
-                if kept: kept.rename(out_dir)
+def _other_scores_stored(stored:Path, j:pd.DataFrame)->bool:
+    "Whether the judgments file `stored` holds other scores than `j`."
+    old = pd.read_parquet(stored)
+    return not (len(old) == len(j) and old.reset_index(drop=True)[['item_id', 'dimension', 'sample', 'score']].equals(
+                j.reset_index(drop=True)[['item_id', 'dimension', 'sample', 'score']]))
+
+def _run_audit_notebook(a, ds, path:Path, judge:str, model:str, j:pd.DataFrame, nb_out:Path, nb_new:Path, log:Path)->tuple:
+    "(the audit notebook's exit status, the stored judgments' path): store the imported judgments, then run the audit notebook on them."
+    j, stored = JM.store_import(path, ds, judge, model, replace=True, judgments=j)
+    print(f"{judge} ({model}) on {ds.name}: {len(j)} judgments of {j.item_id.nunique()} items x {j.dimension.nunique()} dimensions, "
+          f"{int((~j.parse_ok).sum())} failures -> {S._show(stored)}")
+    template = paths.resource(AUDIT_TEMPLATE)           # the checkout's template, or the installed copy
+    tpl = str(template) if resource_name(template) else S._show(template)
+    params = dict(dataset=ds.name, judgments_path=S._show(stored), n_perm=a.n_perm, n_boot_excess=a.n_boot_excess, n_boot=a.n_boot,
+                  n_perm_quality=a.n_perm_quality, n_sim=a.n_sim, alpha=a.alpha)
+    nb_out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile('w', suffix='.yaml', delete=False) as f:
+        yaml.safe_dump(params, f)
+        pfile = f.name
+    cmd = [sys.executable, '-c', S.PAPERMILL_MAIN, tpl, S._show(nb_new), '-f', pfile, '-k', S._kernel('judgelab'),
+           '--cwd', str(Path(tpl).parent), '--log-level', 'WARNING']
+    env = {**os.environ, 'JUDGELAB_ROOT': str(paths.root), 'PYTHONUNBUFFERED': '1', **S.thread_env(os.cpu_count() or 1)}
+    try: rc = run_with_progress(cmd, env, log, f'audit {ds.name}', progress=not a.quiet)
+    finally: os.unlink(pfile)
+    return rc, stored
+
+def _print_audit(ds, stored:Path, out_dir:Path, nb_out:Path)->None:
+    "Print the audit's verdicts and where its notebook, tables and figures are."
     tag = f'{ds.name}_{stored.stem}'
     text = (out_dir/'tables'/f'audit_{tag}_verdicts_text.md').read_text().splitlines()
     print('\n'.join(re.sub(r'^- ', '  ', l).replace('**', '') for l in text if l.strip() and not l.startswith('<!--')))
     n_t, n_f = len(list((out_dir/'tables').glob('*.csv'))), len(list((out_dir/'figures').glob('*.png')))
     print(f"notebook: {S._show(nb_out)}\ntables:   {S._show(out_dir/'tables')}/ ({n_t} tables as csv, md and tex)\n"
           f"figures:  {S._show(out_dir/'figures')}/ ({n_f} figures as png and pdf)")
+
+def _audit(a):
+    if bad := _audit_problems(a):       # every argument checked before any file is read or written
+        print(f"error: {len(bad)} problem(s) with the arguments (nothing ran):\n  " + '\n  '.join(bad), file=sys.stderr)
+        return 2
+    ds = D.as_dataset(a.dataset)
+    path = Path(a.scores)
+    judge = a.judge or re.sub(r'_+', '_', JM.slug(path.stem)).strip('._-')[:80] or 'my_judge'
+    model = a.model or 'unspecified'
+    j = JM.import_judgments(path, ds, judge, model)          # the file read once: every problem of it, before anything runs
+    rid = audit_run_id(ds.name, judge, model)
+    out_dir = paths.outputs/rid
+    nb_out, log = paths.runs/f'{rid}.ipynb', paths.runs/f'{rid}.log'
+    nb_new, nb_failed = nb_out.with_name(nb_out.stem + '.running.ipynb'), nb_out.with_name(nb_out.stem + '.failed.ipynb')
+    with _try_lock(paths.outputs/'tmp'/'locks'/f'{JM.slug(rid)}.audit.lock', f'an audit of judge {judge!r} and model {model!r} on {ds.name}'), \
+         _env(JUDGELAB_RUN_ID=rid, JUDGELAB_RUN=S._show(nb_out)):
+        stored = JM.judgments_path(ds.name, judge, model)
+        if stored.exists() and not a.replace and _other_scores_stored(stored, j):
+            print(f"error: {S._show(out_dir)} holds an audit of other scores for judge {judge!r} and model {model!r}: pass --replace to "
+                  f"redo it with {path.name}, or name another judge (--judge)", file=sys.stderr)
+            return 2
+        kept, done = _set_aside(out_dir), False        # the earlier audit stays whole until this one has succeeded
+        try:
+            rc, stored = _run_audit_notebook(a, ds, path, judge, model, j, nb_out, nb_new, log)
+            if rc != 0:
+                if nb_new.exists(): nb_new.replace(nb_failed)
+                print(f"error: the audit notebook failed: {S._last_error(log)}\n  notebook: {S._show(nb_failed)}\n  log: {S._show(log)}"
+                      + (f"\n  the earlier audit in {S._show(out_dir)} is kept as it was" if kept else ''), file=sys.stderr)
+                return 1
+            nb_new.replace(nb_out)
+            nb_failed.unlink(missing_ok=True)
+            done = True
+        finally:
+            if done:
+                if kept: shutil.rmtree(kept)
+            else:
+                if out_dir.exists(): shutil.rmtree(out_dir)
+                if kept: kept.rename(out_dir)
+    _print_audit(ds, stored, out_dir, nb_out)
     return 0
 
 # %% ../nbs/13_cli.ipynb #ae2aed6e
