@@ -855,15 +855,17 @@ def _shown(x, width=60):
     if _CONTROL_ALL.search(s): s = s.encode('unicode_escape').decode('ascii')
     return s if len(s) <= width else s[:width - 3] + '...'
 
-def validate_judgments(df:pd.DataFrame, # item_id, dimension, score [, rationale, sample, failure] (and `_row`: the row numbers to report)
-                       dataset, # a dataset name or a `judgelab.data.Dataset`
-                       judge:str, # judge (method) name, e.g. 'my_prompt_v2'
-                       model:str, # model name, e.g. 'meta-llama/Llama-3.3-70B-Instruct'
-                       where:str='the table', # what the rows come from, for the error message (a file name)
-                       max_listed:int=20, # offending rows listed per problem
-                      )->pd.DataFrame: # judgments table (`JUDGMENT_COLUMNS`)
-    "A plain table of scores checked against its dataset (every problem listed at once, with its rows) and put into the judgments schema."
-    check_judge_name(judge); check_model_name(model); ds = as_dataset(dataset)
+def _flag(problems:dict, index:pd.Index, what:str, mask)->None:
+    "Record under the problem `what` the rows of `index` where `mask` holds (nothing when it holds nowhere)."
+    mask = np.asarray(mask, dtype=bool)
+    if mask.any(): problems[what] = index[mask]
+
+def _bools(xs)->np.ndarray:
+    "The truth values `xs` as a boolean array."
+    return np.array(list(xs), dtype=bool)
+
+def _judgments_input(df, where:str)->pd.DataFrame:
+    "A copy of the table `df`, its columns checked, with `_row`, `sample`, `rationale` and `failure` columns and a plain index."
     if not isinstance(df, pd.DataFrame): raise JudgmentImportError(f"{where}: judgments must be a pandas DataFrame, not {type(df).__name__}")
     if dup := sorted({str(c) for c in df.columns[df.columns.duplicated()]}):
         raise JudgmentImportError(f"{where}: column(s) {dup} appear more than once; each column must appear once")
@@ -874,55 +876,86 @@ def validate_judgments(df:pd.DataFrame, # item_id, dimension, score [, rationale
     if '_row' not in df: df['_row'] = df.index
     for c, default in (('sample', 0), ('rationale', None), ('failure', None)):
         if c not in df: df[c] = default
-    df = df.reset_index(drop=True)
-    problems = {}
-    def flag(what, mask):
-        mask = np.asarray(mask, dtype=bool)
-        if mask.any(): problems[what] = df.index[mask]
-    fields = ('item_id', 'dimension', 'score', 'sample', 'rationale', 'failure')
-    V = {c: df[c].tolist() for c in fields}          # plain Python values: None and NaN stay apart from numbers
-    arr = lambda xs: np.array(list(xs), dtype=bool)
-    shape = {c: arr(map(_non_scalar, V[c])) for c in fields}
-    for c in fields: flag(f'{c} is a list or an object, not one value', shape[c])
-    ctrl = {c: arr(isinstance(x, str) and bool((_CONTROL if c in ('rationale', 'failure') else _CONTROL_ALL).search(x)) for x in V[c]) for c in fields}
-    for c in fields:
-        flag(f'{c} holds a control character' + (' (only tab and line breaks are allowed in free text)' if c in ('rationale', 'failure') else ''), ctrl[c])
-    bad = {c: shape[c] | ctrl[c] for c in fields}
+    return df.reset_index(drop=True)
+
+def _cell_flags(problems:dict, df:pd.DataFrame, V:dict)->dict:
+    "Flag the values that are lists or objects, or that hold control characters; per column, the rows so flagged."
+    shape = {c: _bools(map(_non_scalar, V[c])) for c in V}
+    for c in V: _flag(problems, df.index, f'{c} is a list or an object, not one value', shape[c])
+    ctrl = {c: _bools(isinstance(x, str) and bool((_CONTROL if c in ('rationale', 'failure') else _CONTROL_ALL).search(x)) for x in V[c]) for c in V}
+    for c in V:
+        _flag(problems, df.index, f'{c} holds a control character' + (' (only tab and line breaks are allowed in free text)' if c in ('rationale', 'failure') else ''), ctrl[c])
+    return {c: shape[c] | ctrl[c] for c in V}
+
+def _dimension_name(ds, x)->str|None:
+    "The name of the dimension `x` of `ds`, or None when it is not one."
+    if not isinstance(x, str): return None
+    try: return ds.dim(x).name
+    except KeyError: return None
+
+def _key_values(problems:dict, df:pd.DataFrame, V:dict, ds, bad:dict)->tuple:
+    "(item ids, dimension names, samples, per column whether its values are true/false): unknown items and dimensions, booleans and bad samples flagged."
     item = [None if _is_missing(x) or _non_scalar(x) else str(x) for x in V['item_id']]
     known = set(ds.items.item_id)
-    flag('unknown item_id', ~bad['item_id'] & arr(x not in known for x in item))
-    def _dim(x):
-        if not isinstance(x, str): return None
-        try: return ds.dim(x).name
-        except KeyError: return None
-    dims = [_dim(x) for x in V['dimension']]
-    flag('unknown dimension', ~bad['dimension'] & arr(x is None for x in dims))
-    isbool = {c: arr(map(_is_bool, V[c])) for c in ('score', 'sample', 'failure')}
-    for c in ('score', 'sample', 'failure'): flag(f'{c} is true/false, not ' + ('a reason' if c == 'failure' else 'a number'), isbool[c])
+    _flag(problems, df.index, 'unknown item_id', ~bad['item_id'] & _bools(x not in known for x in item))
+    dims = [_dimension_name(ds, x) for x in V['dimension']]
+    _flag(problems, df.index, 'unknown dimension', ~bad['dimension'] & _bools(x is None for x in dims))
+    isbool = {c: _bools(map(_is_bool, V[c])) for c in ('score', 'sample', 'failure')}
+    for c in ('score', 'sample', 'failure'): _flag(problems, df.index, f'{c} is true/false, not ' + ('a reason' if c == 'failure' else 'a number'), isbool[c])
     sample = [_to_sample(x) for x in V['sample']]
-    flag('sample is not a non-negative integer', ~bad['sample'] & ~isbool['sample'] & arr(v is None for v in sample))
-    flag(f'sample does not fit a 64-bit integer (at most {MAX_SAMPLE}; a number with a decimal point or exponent at most 2**53)',
-         arr(v is not None and v > MAX_SAMPLE for v in sample))
+    _flag(problems, df.index, 'sample is not a non-negative integer', ~bad['sample'] & ~isbool['sample'] & _bools(v is None for v in sample))
+    _flag(problems, df.index, f'sample does not fit a 64-bit integer (at most {MAX_SAMPLE}; a number with a decimal point or exponent at most 2**53)',
+          _bools(v is not None and v > MAX_SAMPLE for v in sample))
+    return item, dims, sample, isbool
+
+def _score_values(problems:dict, df:pd.DataFrame, V:dict, ds, bad:dict, isbool:dict, item:list, dims:list, sample:list)->tuple:
+    "(the scores as floats, whether each row has one): bad and missing scores, scores out of scale and duplicate rows flagged."
     sc = [_to_float(x) for x in V['score']]
-    scf = pd.Series([np.nan if v is None else v for v in sc], dtype=float); has_score = ~np.isnan(scf.values)
-    has_fail = arr(not _is_missing(x) and not _is_bool(x) and not _non_scalar(x) and str(x).strip() != '' for x in V['failure'])
-    flag('score is not a number', ~bad['score'] & ~isbool['score'] & arr(v is None for v in sc))
-    flag('score missing without a failure reason', arr(v is not None and np.isnan(v) for v in sc) & ~has_fail & ~bad['failure'] & ~isbool['failure'])
-    flag('score and failure both given (a row is either a score or a failure with its reason)', has_score & has_fail)
+    scf = pd.Series([np.nan if v is None else v for v in sc], dtype=float)
+    has_score = ~np.isnan(scf.values)
+    has_fail = _bools(not _is_missing(x) and not _is_bool(x) and not _non_scalar(x) and str(x).strip() != '' for x in V['failure'])
+    _flag(problems, df.index, 'score is not a number', ~bad['score'] & ~isbool['score'] & _bools(v is None for v in sc))
+    _flag(problems, df.index, 'score missing without a failure reason',
+          _bools(v is not None and np.isnan(v) for v in sc) & ~has_fail & ~bad['failure'] & ~isbool['failure'])
+    _flag(problems, df.index, 'score and failure both given (a row is either a score or a failure with its reason)', has_score & has_fail)
     lo = pd.Series([ds.dim(d).lo if d else np.nan for d in dims], dtype=float)
     hi = pd.Series([ds.dim(d).hi if d else np.nan for d in dims], dtype=float)
-    flag('score outside the dimension scale', has_score & arr(d is not None for d in dims) & ~np.asarray(in_range(scf, lo, hi), dtype=bool))
+    _flag(problems, df.index, 'score outside the dimension scale', has_score & _bools(d is not None for d in dims) & ~np.asarray(in_range(scf, lo, hi), dtype=bool))
     key = pd.DataFrame(dict(item=item, dim=dims, sample=[-1 if v is None or v > MAX_SAMPLE else v for v in sample]), dtype=object)
-    flag('duplicate (item_id, dimension, sample)', key.duplicated(keep=False).values & arr(i is not None and d is not None and v is not None and v <= MAX_SAMPLE for i, d, v in zip(item, dims, sample)))
-    if problems:
-        unit = 'file lines' if where.endswith(('.jsonl', '.json')) else 'file rows' if where != 'the table' else 'index'
-        n = sum(len(v) for v in problems.values())
-        lines = [f"{where}: {n} problem(s) in {len(set().union(*map(set, problems.values())))} row(s) against dataset {ds.name!r}:"]
-        for what, idx in problems.items():
-            more = f' ... and {len(idx) - max_listed} more' if len(idx) > max_listed else ''
-            shown = df.loc[idx[:max_listed], [c for c in ('item_id', 'dimension', 'sample', 'score') if c in df]].map(_shown)
-            lines.append(f"- {what}: {len(idx)} row(s) ({unit} {', '.join(str(i) for i in df._row[idx[:max_listed]])}{more})\n" + shown.to_string())
-        raise JudgmentImportError('\n'.join(lines))
+    _flag(problems, df.index, 'duplicate (item_id, dimension, sample)',
+          key.duplicated(keep=False).values & _bools(i is not None and d is not None and v is not None and v <= MAX_SAMPLE for i, d, v in zip(item, dims, sample)))
+    return scf, has_score
+
+def _import_error(problems:dict, df:pd.DataFrame, where:str, ds, max_listed:int)->JudgmentImportError:
+    "The error listing every problem with (at most `max_listed` of) its rows."
+    unit = 'file lines' if where.endswith(('.jsonl', '.json')) else 'file rows' if where != 'the table' else 'index'
+    n = sum(len(v) for v in problems.values())
+    lines = [f"{where}: {n} problem(s) in {len(set().union(*map(set, problems.values())))} row(s) against dataset {ds.name!r}:"]
+    for what, idx in problems.items():
+        more = f' ... and {len(idx) - max_listed} more' if len(idx) > max_listed else ''
+        shown = df.loc[idx[:max_listed], [c for c in ('item_id', 'dimension', 'sample', 'score') if c in df]].map(_shown)
+        lines.append(f"- {what}: {len(idx)} row(s) ({unit} {', '.join(str(i) for i in df._row[idx[:max_listed]])}{more})\n" + shown.to_string())
+    return JudgmentImportError('\n'.join(lines))
+
+def validate_judgments(df:pd.DataFrame, # item_id, dimension, score [, rationale, sample, failure] (and `_row`: the row numbers to report)
+                       dataset, # a dataset name or a `judgelab.data.Dataset`
+                       judge:str, # judge (method) name, e.g. 'my_prompt_v2'
+                       model:str, # model name, e.g. 'meta-llama/Llama-3.3-70B-Instruct'
+                       where:str='the table', # what the rows come from, for the error message (a file name)
+                       max_listed:int=20, # offending rows listed per problem
+                      )->pd.DataFrame: # judgments table (`JUDGMENT_COLUMNS`)
+    "A plain table of scores checked against its dataset (every problem listed at once, with its rows) and put into the judgments schema."
+    check_judge_name(judge)
+    check_model_name(model)
+    ds = as_dataset(dataset)
+    df = _judgments_input(df, where)
+    problems = {}
+    fields = ('item_id', 'dimension', 'score', 'sample', 'rationale', 'failure')
+    V = {c: df[c].tolist() for c in fields}          # plain Python values: None and NaN stay apart from numbers
+    bad = _cell_flags(problems, df, V)
+    item, dims, sample, isbool = _key_values(problems, df, V, ds, bad)
+    scf, has_score = _score_values(problems, df, V, ds, bad, isbool, item, dims, sample)
+    if problems: raise _import_error(problems, df, where, ds, max_listed)
     ok = has_score
     text = lambda xs: [None if x is None or (isinstance(x, float) and np.isnan(x)) else str(x) for x in xs]
     fail = text(None if _is_missing(x) else x for x in V['failure'])
