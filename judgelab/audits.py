@@ -473,6 +473,35 @@ class Audit:
     def __repr__(self): return f"Audit({self.dataset}, {len(self.verdicts.drop_duplicates(['judge', 'model']))} judge(s))\n" + '\n'.join(self.lines())
     def _repr_markdown_(self): return '\n'.join(f'- {l.strip()}' if l.startswith('  ') else f'\n**{l}**\n' for l in self.lines())
 
+def _audit_judgments(judgments:pd.DataFrame, ds, judge:str|None, model:str|None, exclude_dims)->tuple:
+    "(the judgments audited, the dimensions audited or used as non-targets): the judge's, on the dataset's dimensions not excluded."
+    J = as_judgments(judgments, ds, judge, model)
+    if judge is not None: J = J[J.judge == judge]
+    if model is not None: J = J[J.model == model]
+    excluded = {_dim_name(ds, x) for x in (exclude_dims or ())}      # aliases name the same dimension
+    dims_all = [d for d in ds.spec.dim_names if d not in excluded]
+    J = J[J.dimension.isin(dims_all)]
+    if not len(J): raise ValueError(f"no judgments of {ds.name}'s dimensions {dims_all} to audit" + (f' for judge {judge!r}' if judge else '') + (f' and model {model!r}' if model else ''))
+    return J, dims_all
+
+def _audit_pairs(mats:dict, alpha:float)->pd.DataFrame:
+    "The pairs of every judge's CorrGap matrix in one table (BH over all of them), in the audit's column order."
+    cols = ['judge', 'model', 'target', 'other', 'n_low', 'n_high', 'r_low', 'r_high', 'gap', 'p', 'p_bh', 'gap_human', 'gap_judge_loo',
+            'excess', 'excess_lo', 'excess_hi', 'p_excess', 'p_excess_bh', 'k_raters', 'n_dropped']
+    pairs = pd.concat([m.long for m in mats.values()], ignore_index=True) if mats else pd.DataFrame(columns=cols)
+    if mats: pairs = bh_all(mats, alpha)
+    cols += ['reliability_ratio', 'excess_null', 'excess_null_sd', 'excess_corrected', 'p_corrected', 'p_corrected_mc', 'p_corrected_bh', 'n_sim', 'null_note', 'w', 'w_lo', 'w_hi', 'p_w', 'w_note', 'p_excess_bh_all', 'p_corrected_bh_all']
+    return pairs[[c for c in cols if c in pairs]]
+
+def _audit_quality(J:pd.DataFrame, ds, mats:dict, targets:list, quality_thresholds, method:str, bins, ties:str, n_perm_quality:int, n_boot_quality:int, seed:int)->tuple:
+    "(quality groups, their direction, their low-minus-high excess); empty tables when skipped."
+    thr = {t: quality_thresholds for t in targets} if isinstance(quality_thresholds, (int, float)) else quality_thresholds
+    quality = quality_table(J, ds, mats, thr, method=method, bins=bins, n_perm=n_perm_quality, seed=seed, ties=ties, n_boot=n_boot_quality) if n_perm_quality >= 0 and mats else pd.DataFrame()
+    direction = quality_direction(quality, ds) if len(quality) else pd.DataFrame()
+    qx = quality_excess(quality) if len(quality) and quality.excess.notna().any() else pd.DataFrame()
+    quality = quality.drop(columns='boot') if len(quality) else quality
+    return quality, direction, qx
+
 def audit(judgments:pd.DataFrame, # a plain table item_id, dimension, score [, judge, model, sample, failure], or judgments (schema of judgelab.judgments)
           dataset, # a dataset name or a `judgelab.data.Dataset`
           judge:str|None=None, model:str|None=None, # name the judge of a plain table (or pick one judge from several)
@@ -497,13 +526,7 @@ def audit(judgments:pd.DataFrame, # a plain table item_id, dimension, score [, j
     counts = dict(n_perm=n_perm, n_boot_excess=n_boot_excess, n_boot=n_boot, n_boot_quality=n_boot_quality, n_sim=n_sim)
     if bad := _audit_problems(ds, method, bins, ties, counts, n_perm_quality, alpha, seed, targets, exclude_dims, quality_thresholds):
         raise ValueError(f"audit: {len(bad)} problem(s) with the arguments (nothing was computed):\n  " + '\n  '.join(bad))
-    J = as_judgments(judgments, ds, judge, model)
-    if judge is not None: J = J[J.judge == judge]
-    if model is not None: J = J[J.model == model]
-    excluded = {_dim_name(ds, x) for x in (exclude_dims or ())}      # aliases name the same dimension
-    dims_all = [d for d in ds.spec.dim_names if d not in excluded]
-    J = J[J.dimension.isin(dims_all)]
-    if not len(J): raise ValueError(f"no judgments of {ds.name}'s dimensions {dims_all} to audit" + (f' for judge {judge!r}' if judge else '') + (f' and model {model!r}' if model else ''))
+    J, dims_all = _audit_judgments(judgments, ds, judge, model, exclude_dims)
     targets = [ds.dim(t).name for t in targets] if targets else [d for d in dims_all if d in set(J.dimension)]
     params = dict(dataset=ds.name, targets=targets, exclude_dims=list(exclude_dims or ()), method=method, bins=bins, ties=ties, n_perm=n_perm,
                   n_boot_excess=n_boot_excess, n_boot=n_boot, n_perm_quality=n_perm_quality, n_boot_quality=n_boot_quality, quality_thresholds=quality_thresholds, alpha=alpha, n_sim=n_sim, alt=alt, seed=seed)
@@ -512,25 +535,15 @@ def audit(judgments:pd.DataFrame, # a plain table item_id, dimension, score [, j
         warnings.warn(f'with {n_boot_excess} bootstrap resamples and {n_pairs} pairs per judge no BH-adjusted excess p-value can fall below '
                       f'{n_pairs/(n_boot_excess + 1):.3f} (> alpha {alpha}): use at least {int(np.ceil(n_pairs/alpha))} resamples')
     ct = correlation_table(J, ds, n_boot=n_boot, seed=seed)
-    others = [d for d in dims_all if d in set(J.dimension)] if len(dims_all) > 1 else []
     mats = corrgap_audit(J, ds, targets=targets, others=dims_all, method=method, bins=bins, ties=ties, n_perm=n_perm,
                          test='permutation' if n_perm else None, n_boot=n_boot_excess, null=n_sim > 0, n_sim=max(n_sim, 1), seed=seed,
                          progress=progress) if len(dims_all) > 1 else {}
-    cols = ['judge', 'model', 'target', 'other', 'n_low', 'n_high', 'r_low', 'r_high', 'gap', 'p', 'p_bh', 'gap_human', 'gap_judge_loo',
-            'excess', 'excess_lo', 'excess_hi', 'p_excess', 'p_excess_bh', 'k_raters', 'n_dropped']
-    pairs = pd.concat([m.long for m in mats.values()], ignore_index=True) if mats else pd.DataFrame(columns=cols)
-    pairs = pd.concat([m.long for m in mats.values()], ignore_index=True) if mats else pd.DataFrame(columns=cols)
-    if mats: pairs = bh_all(mats, alpha)
-    cols += ['reliability_ratio', 'excess_null', 'excess_null_sd', 'excess_corrected', 'p_corrected', 'p_corrected_mc', 'p_corrected_bh', 'n_sim', 'null_note', 'w', 'w_lo', 'w_hi', 'p_w', 'w_note', 'p_excess_bh_all', 'p_corrected_bh_all']
-    pairs = pairs[[c for c in cols if c in pairs]]
-    tt = target_table(mats, ct, method, alpha); jl = judge_level(mats, alpha) if mats else pd.DataFrame()
-    thr = {t: quality_thresholds for t in targets} if isinstance(quality_thresholds, (int, float)) else quality_thresholds
-    quality = quality_table(J, ds, mats, thr, method=method, bins=bins, n_perm=n_perm_quality, seed=seed, ties=ties, n_boot=n_boot_quality) if n_perm_quality >= 0 and mats else pd.DataFrame()
-    direction = quality_direction(quality, ds) if len(quality) else pd.DataFrame()
-    qx = quality_excess(quality) if len(quality) and quality.excess.notna().any() else pd.DataFrame()
-    quality = quality.drop(columns='boot') if len(quality) else quality
+    pairs = _audit_pairs(mats, alpha)
+    tt = target_table(mats, ct, method, alpha)
+    jl = judge_level(mats, alpha) if mats else pd.DataFrame()
+    quality, direction, qx = _audit_quality(J, ds, mats, targets, quality_thresholds, method, bins, ties, n_perm_quality, n_boot_quality, seed)
     at = alt_test_table(J, ds, dims=targets) if alt else pd.DataFrame()
     ag = human_agreement(ds, targets)
-    v = verdicts(pairs, ct, ag, method, alpha, targets=targets) if len(pairs) else verdicts(pairs, ct, ag, method, alpha, targets=targets)
+    v = verdicts(pairs, ct, ag, method, alpha, targets=targets)
     oj = judge_inference(mats, alpha, seed=seed) if mats and n_boot_excess else pd.DataFrame()
     return Audit(ds.name, params, J, ct, pairs, tt, jl, quality, direction, at, ag, v, mats, oj, qx)
