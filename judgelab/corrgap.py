@@ -515,6 +515,48 @@ def _batched_slot(groups, base, a, P, R_t, ref_t, ref_o, ids, method, bins, ties
         jg = _corr_gaps(V, ref, KL[gi], KH[gi], method)
     for g, k, x in zip(gi, names, jg): Hg[k][a] = h[g]; Jg[k][a] = x
 
+def _rater_gaps(P:dict, R_t:np.ndarray, R_o:np.ndarray, W:np.ndarray, ids:np.ndarray, method:str, bins, ties:str)->tuple:
+    "({judge: (K, resamples) gaps of each rater slot}, {judge: the judge's gaps against the same references}), NaN where a slot has under 6 items."
+    K = R_t.shape[1]
+    Hg = {k: np.full((K, len(W)), np.nan) for k in P}
+    Jg = {k: np.full((K, len(W)), np.nan) for k in P}
+    if K < 2: return Hg, Jg
+    for a in range(K):
+        rest = np.delete(np.arange(K), a)
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore', RuntimeWarning)        # an item without other ratings: NaN reference
+            ref_t, ref_o = np.nanmean(R_t[:, rest], 1), np.nanmean(R_o[:, rest], 1)
+        base = np.isfinite(ref_t) & np.isfinite(ref_o) & np.isfinite(R_t[:, a])
+        groups = {}                                                   # judges with the same scored items share one split
+        for k, v in P.items(): groups.setdefault((base & np.isfinite(v)).tobytes(), []).append(k)
+        if len(W) == 1 and isinstance(bins, (str, dict)):
+            _batched_slot(groups, base, a, P, R_t, ref_t, ref_o, ids, method, bins, ties, Hg, Jg)
+            continue
+        for key, names in groups.items():
+            ok = np.frombuffer(key, bool)
+            if ok.sum() < 6: continue
+            KL, KH = split_counts(W[:, ok], ref_t[ok], ref_o[ok], ids[ok], bins=bins, ties=ties)
+            h = _GapEngine(R_t[ok, a], ref_t[ok], method).count_gaps(KL, KH)
+            for k in names:
+                Hg[k][a] = h
+                Jg[k][a] = _GapEngine(P[k][ok], ref_t[ok], method).count_gaps(KL, KH)
+    return Hg, Jg
+
+def _baseline_row(k, H:np.ndarray, J:np.ndarray, ci:float, keep_boot:bool)->dict:
+    "The human baseline row of judge `k` from the raters' gaps `H` and the judge's `J` (column 0: the data, then the resamples)."
+    h0, j0 = H[:, 0], J[:, 0]
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', RuntimeWarning)
+        d_all = J[:, 1:].mean(0) - H[:, 1:].mean(0)           # NaN if any rater's gap is NaN in a resample
+    d = d_all[np.isfinite(d_all)]
+    a_ = (1 - ci)/2
+    lo, hi = (np.quantile(d, a_), np.quantile(d, 1 - a_)) if len(d) >= 2 else (np.nan, np.nan)
+    row = dict(judge=k, gap_human=h0.mean(), gap_judge_loo=j0.mean(), excess=j0.mean() - h0.mean(),
+               excess_lo=float(lo), excess_hi=float(hi), p_excess=(1 + np.sum(d <= 0))/(len(d) + 1) if len(d) else np.nan,
+               k_raters=H.shape[0], n_boot=len(d), h=h0.tolist(), j=j0.tolist())
+    if keep_boot: row['boot'] = d_all
+    return row
+
 def human_baseline(preds, # judge scores for the target: an array, or {name: array} for several judges at once
                    R_t, # (n, K) individual human ratings of the target, one column per rater slot (NaN if missing)
                    R_o, # (n, K) individual human ratings of the non-target, same slots
@@ -539,39 +581,8 @@ def human_baseline(preds, # judge scores for the target: an array, or {name: arr
     ids = np.arange(n) if ids is None else np.asarray(ids)
     if W is None: W = bootstrap_weights(np.arange(n) if docs is None else docs, n_boot, seed) if n_boot else np.zeros((0, n), int)
     W = np.r_[np.ones((1, n), W.dtype if len(W) else int), W]     # row 0: the data themselves (point estimates)
-    Hg = {k: np.full((K, len(W)), np.nan) for k in P}; Jg = {k: np.full((K, len(W)), np.nan) for k in P}
-    if K >= 2:
-        for a in range(K):
-            rest = np.delete(np.arange(K), a)
-            with warnings.catch_warnings():
-                warnings.simplefilter('ignore', RuntimeWarning)        # an item without other ratings: NaN reference
-                ref_t, ref_o = np.nanmean(R_t[:, rest], 1), np.nanmean(R_o[:, rest], 1)
-            base = np.isfinite(ref_t) & np.isfinite(ref_o) & np.isfinite(R_t[:, a])
-            groups = {}                                                   # judges with the same scored items share one split
-            for k, v in P.items(): groups.setdefault((base & np.isfinite(v)).tobytes(), []).append(k)
-            if len(W) == 1 and isinstance(bins, (str, dict)):
-                _batched_slot(groups, base, a, P, R_t, ref_t, ref_o, ids, method, bins, ties, Hg, Jg); continue
-            for key, names in groups.items():
-                ok = np.frombuffer(key, bool)
-                if ok.sum() < 6: continue
-                KL, KH = split_counts(W[:, ok], ref_t[ok], ref_o[ok], ids[ok], bins=bins, ties=ties)
-                h = _GapEngine(R_t[ok, a], ref_t[ok], method).count_gaps(KL, KH)
-                for k in names:
-                    Hg[k][a] = h; Jg[k][a] = _GapEngine(P[k][ok], ref_t[ok], method).count_gaps(KL, KH)
-    rows = []
-    for k in P:
-        h0, j0 = Hg[k][:, 0], Jg[k][:, 0]
-        with warnings.catch_warnings():
-            warnings.simplefilter('ignore', RuntimeWarning)
-            d_all = Jg[k][:, 1:].mean(0) - Hg[k][:, 1:].mean(0)           # NaN if any rater's gap is NaN in a resample
-        d = d_all[np.isfinite(d_all)]; a_ = (1 - ci)/2
-        lo, hi = (np.quantile(d, a_), np.quantile(d, 1 - a_)) if len(d) >= 2 else (np.nan, np.nan)
-        row = dict(judge=k, gap_human=h0.mean(), gap_judge_loo=j0.mean(), excess=j0.mean() - h0.mean(),
-                   excess_lo=float(lo), excess_hi=float(hi), p_excess=(1 + np.sum(d <= 0))/(len(d) + 1) if len(d) else np.nan,
-                   k_raters=K, n_boot=len(d), h=h0.tolist(), j=j0.tolist())
-        if keep_boot: row['boot'] = d_all
-        rows.append(row)
-    return pd.DataFrame(rows)
+    Hg, Jg = _rater_gaps(P, R_t, R_o, W, ids, method, bins, ties)
+    return pd.DataFrame([_baseline_row(k, Hg[k], Jg[k], ci, keep_boot) for k in P])
 
 
 # %% ../nbs/06_corrgap.ipynb #b55bfb25
