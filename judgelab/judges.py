@@ -245,6 +245,54 @@ def geval_official_prompts(ds, dims)->dict:
         if '{{Document}}' not in out[d] or '{{Summary}}' not in out[d]: raise ValueError(f"G-Eval prompt for {name}/{d} lacks its {{{{Document}}}}/{{{{Summary}}}} placeholders")
     return out
 
+def _geval_requests(ds, its, dims, t, official:dict, steps:dict, top_logprobs:int, max_tokens:int, seed:int)->list:
+    "G-Eval's requests, per item and dimension: official prompts where given, else the template `t` (with the evaluation steps)."
+    reqs = []
+    for it in its.itertuples():
+        for d in dims:
+            dm = ds.dim(d)
+            labels = geval_labels(dm)
+            kw = dict(meta=dict(item_id=it.item_id, dimension=d), max_tokens=max_tokens, temperature=0.0, seed=seed, logprobs=True,
+                      top_logprobs=top_logprobs, score_tokens=score_strings(dm.lo, dm.hi), stop_pattern=geval_stop_pattern(labels, dm.hi))
+            if official:     # their text with their placeholders filled, as the user turn (G-Eval sent it as a system message)
+                text = official[d].replace('{{Document}}', str(it.source)).replace('{{Summary}}', str(it.output))
+                reqs.append(Request([dict(role='user', content=text)], **{**kw, 'meta': dict(kw['meta'], prompt='geval (official)')}))
+            else: reqs.append(t.request(**kw, **item_variables(ds, it, d), steps=steps.get(d, '')))
+    return reqs
+
+def _geval_logprob_rows(ds, reqs:list, outs:list)->tuple:
+    "(judgments rows of the completions with logprobs, their requests, the requests without logprobs to sample instead)."
+    rows, redo, done = [], [], []
+    for r, c in zip(reqs, outs):
+        d = ds.dim(r.meta['dimension'])
+        ch = c.choices[0]
+        if not ch.logprobs:
+            redo.append(r)
+            continue
+        pos = geval_position(ch.logprobs, geval_labels(d))
+        if pos is None: p, mass, src = Parsed(None, NO_SCORE), np.nan, score_probs(ch.logprobs[0])[1]
+        else: p, mass, src = geval_distribution(ch.logprobs, int(d.lo), int(d.hi), position=pos)
+        rows.append(judgment_row(r.meta['item_id'], d.name, 'geval', c.model, p, ch, r, c.backend, f'logprobs ({src})') | dict(valid_mass=mass))
+        done.append(r)
+    return rows, done, redo
+
+def _geval_at_first(ch, lo, hi)->tuple:
+    "The rating's distribution at a score completion's first token, as at a score position."
+    p, mass, src = geval_distribution(ch.logprobs, int(lo), int(hi), position=0)
+    return p, dict(valid_mass=mass, note=f'logprobs ({src})')
+
+def _geval_sample_rows(ds, redo:list, backend, max_tokens:int, n_samples:int, min_share:float, seed:int, progress)->list:
+    "Judgments rows for the requests the backend gave no logprobs: the mean of `n_samples` sampled ratings each."
+    rows = []
+    sreq = [Request(r.messages, max_tokens=max_tokens, temperature=1.0, n=n_samples, seed=seed, meta=r.meta) for r in redo]
+    for r, c in zip(sreq, backend.generate(sreq, progress=progress)):
+        d = ds.dim(r.meta['dimension'])
+        labels = geval_labels(d)
+        p = geval_from_samples(c.texts, d.lo, d.hi, min_share, parse=lambda x: geval_text_score(x, d.lo, d.hi, labels))
+        rows.append(judgment_row(r.meta['item_id'], d.name, 'geval', c.model, p, c.choices[0], r, c.backend, f'no logprobs: mean of {n_samples} samples ({p.detail})')
+                    | dict(rationale=json.dumps(c.texts), completion_tokens=c.completion_tokens, seconds=c.seconds, cached=c.cached, valid_mass=np.nan))
+    return rows
+
 def geval(ds, its, dims, backend, template:str='geval',
           top_logprobs:int=20, # alternatives per token where the backend gives only the top (OpenAI: at most 20; vLLM: SamplingParams(logprobs=20), its default max_logprobs)
           n_samples:int=20, # fallback without logprobs: samples per item (the paper's n)
@@ -262,40 +310,17 @@ def geval(ds, its, dims, backend, template:str='geval',
     if official and auto_steps: raise ValueError("G-Eval's official prompts hold their own evaluation steps: auto_steps needs prompts='judgelab'")
     t = load_prompt(template)
     steps = geval_steps(ds, dims, backend, max_tokens=steps_max_tokens, seed=seed, progress=progress) if auto_steps else {}
-    reqs = []
-    for it in its.itertuples():
-        for d in dims:
-            dm = ds.dim(d); labels = geval_labels(dm)
-            kw = dict(meta=dict(item_id=it.item_id, dimension=d), max_tokens=max_tokens, temperature=0.0, seed=seed, logprobs=True,
-                      top_logprobs=top_logprobs, score_tokens=score_strings(dm.lo, dm.hi), stop_pattern=geval_stop_pattern(labels, dm.hi))
-            if official:     # their text with their placeholders filled, as the user turn (G-Eval sent it as a system message)
-                text = official[d].replace('{{Document}}', str(it.source)).replace('{{Summary}}', str(it.output))
-                reqs.append(Request([dict(role='user', content=text)], **{**kw, 'meta': dict(kw['meta'], prompt='geval (official)')}))
-            else: reqs.append(t.request(**kw, **item_variables(ds, it, d), steps=steps.get(d, '')))
+    reqs = _geval_requests(ds, its, dims, t, official, steps, top_logprobs, max_tokens, seed)
     lp = lambda dm: dict(logprobs=True, top_logprobs=top_logprobs, score_tokens=score_strings(dm.lo, dm.hi))
     if complete_score and reqs: check_score_completion(backend, reqs[0], *ds.dim(reqs[0].meta['dimension']).scale[:2], 'x:', **lp(ds.dim(reqs[0].meta['dimension'])))
-    outs = backend.generate(reqs, progress=progress); rows, redo, done = [], [], []
-    for r, c in zip(reqs, outs):
-        d = ds.dim(r.meta['dimension']); ch = c.choices[0]
-        if not ch.logprobs: redo.append(r); continue
-        pos = geval_position(ch.logprobs, geval_labels(d))
-        if pos is None: p, mass, src = Parsed(None, NO_SCORE), np.nan, score_probs(ch.logprobs[0])[1]
-        else: p, mass, src = geval_distribution(ch.logprobs, int(d.lo), int(d.hi), position=pos)
-        rows.append(judgment_row(r.meta['item_id'], d.name, 'geval', c.model, p, ch, r, c.backend, f'logprobs ({src})') | dict(valid_mass=mass)); done.append(r)
+    outs = backend.generate(reqs, progress=progress)
+    rows, done, redo = _geval_logprob_rows(ds, reqs, outs)
     if complete_score:     # the rating's distribution at the completion's first token, as at a score position
-        def at_first(ch, lo, hi):
-            p, mass, src = geval_distribution(ch.logprobs, int(lo), int(hi), position=0)
-            return p, dict(valid_mass=mass, note=f'logprobs ({src})')
         for name in dict.fromkeys(r.meta['dimension'] for r in done):
-            dm = ds.dim(name); ix = [i for i, r in enumerate(done) if r.meta['dimension'] == name]
-            complete_scores([rows[i] for i in ix], [done[i] for i in ix], [dm.scale[:2]]*len(ix), backend, f'{dm.label}:', parse=at_first, progress=progress, **lp(dm))
-    if redo:   # no logprobs from this backend: mean of sampled ratings
-        sreq = [Request(r.messages, max_tokens=max_tokens, temperature=1.0, n=n_samples, seed=seed, meta=r.meta) for r in redo]
-        for r, c in zip(sreq, backend.generate(sreq, progress=progress)):
-            d = ds.dim(r.meta['dimension']); labels = geval_labels(d)
-            p = geval_from_samples(c.texts, d.lo, d.hi, min_share, parse=lambda x: geval_text_score(x, d.lo, d.hi, labels))
-            rows.append(judgment_row(r.meta['item_id'], d.name, 'geval', c.model, p, c.choices[0], r, c.backend, f'no logprobs: mean of {n_samples} samples ({p.detail})')
-                        | dict(rationale=json.dumps(c.texts), completion_tokens=c.completion_tokens, seconds=c.seconds, cached=c.cached, valid_mass=np.nan))
+            dm = ds.dim(name)
+            ix = [i for i, r in enumerate(done) if r.meta['dimension'] == name]
+            complete_scores([rows[i] for i in ix], [done[i] for i in ix], [dm.scale[:2]]*len(ix), backend, f'{dm.label}:', parse=_geval_at_first, progress=progress, **lp(dm))
+    if redo: rows += _geval_sample_rows(ds, redo, backend, max_tokens, n_samples, min_share, seed, progress)   # no logprobs from this backend: mean of sampled ratings
     if auto_steps:
         for row in rows:
             row.update(judge='geval_auto', rationale=f"[evaluation steps]\n{steps[row['dimension']]}\n[answer]\n{row['rationale']}",
