@@ -42,7 +42,7 @@ from pathlib import Path
 from time import perf_counter
 import yaml
 import llama_cpp
-from judgelab.llm import Backend
+from judgelab.llm import ScriptedBackend
 from judgelab.backends import LlamaCppBackend
 from judgelab.cache import GenerationCache, CachedBackend
 from judgelab.data import load
@@ -55,12 +55,11 @@ MAIN_JOB = Path(__file__).resolve().parents[1]/'configs'/'embedded.yaml'
 
 class _Stop(Exception): pass
 
-class Recorder(Backend):
-    "A backend that keeps the first batch a method sends (validated like any backend's) and stops the method there."
-    name = 'recorder'
-    def identity(self): return 'recorder'
-    def generate(self, requests, progress=True):
-        self.jobs(list(requests)); self.requests = list(requests); raise _Stop()
+def _stop(request): raise _Stop()
+
+def recorder():
+    "A scripted backend that stops a method at its first sample: its first batch (validated like any backend's) is in `batches[0]`."
+    return ScriptedBackend(_stop, model='recorder', name='recorder')
 
 def main_job_entries(dataset):
     "The judge run of `dataset` in configs/embedded.yaml: (method entries, dims, n_items); ([], None, 2) if it has none."
@@ -82,11 +81,11 @@ def method_batches(dataset, methods, n_items=None, dims=None, seed=0):
     plan = method_plan(chosen, ds.name, dims=dims or job_dims, n_items=n_items or job_items, seed=seed)
     out = {}
     for p in plan:
-        rec = Recorder()
+        rec = recorder()
         try: run(p['method'], ds, rec, dims=p['dims'], n_items=p['n_items'], seed=seed, progress=False, **p['options'])
         except _Stop: pass
         else: raise RuntimeError(f"{p['label']} sent no request")
-        out[p['label']] = (rec.requests, p)
+        out[p['label']] = ([j.request for j in rec.batches[0] if j.sample == 0], p)       # the batch's requests, each once
     return ds, out
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -15,20 +15,22 @@ from judgelab.judges import select_items
 from judgelab.methods import run
 from judgelab.dimcheck import edit_rate
 
-class Counting(CachedBackend):
-    calls = 0
-    def generate(self, requests, progress=True):
-        Counting.calls += 1; return super().generate(requests, progress)
+def counted(b):
+    "`b` (a real backend behind its cache) with its generate() calls counted in `b.calls`: the method's backend calls."
+    gen = b.generate; b.calls = 0
+    def generate(requests, progress=True):
+        b.calls += 1; return gen(requests, progress)
+    b.generate = generate; return b
 
 def main(items=4, max_tokens=160):
     ds = D.load('topical_chat'); ids = select_items(ds, n_items=items, seed=0).item_id.tolist()
     kw = dict(dims=['naturalness'], others=['engagingness', 'groundedness'], max_tokens=max_tokens, base_max_tokens=96, progress=False)
     llm = LlamaCppBackend(n_ctx=2048); llm.llm()
     with tempfile.TemporaryDirectory() as d:
-        Counting.calls = 0; b = Counting(llm, GenerationCache(Path(d)/'a.sqlite'), verbose=False)
-        t0 = time.perf_counter(); jb = run('dimcheck', ds, b, items=ids, **kw); tb = time.perf_counter() - t0; cb = Counting.calls
-        Counting.calls = 0; b2 = Counting(llm, GenerationCache(Path(d)/'b.sqlite'), verbose=False)
-        t0 = time.perf_counter(); jp = pd.concat([run('dimcheck', ds, b2, items=[i], **kw) for i in ids]); tp = time.perf_counter() - t0; cp = Counting.calls
+        b = counted(CachedBackend(llm, GenerationCache(Path(d)/'a.sqlite'), verbose=False))
+        t0 = time.perf_counter(); jb = run('dimcheck', ds, b, items=ids, **kw); tb = time.perf_counter() - t0; cb = b.calls
+        b2 = counted(CachedBackend(llm, GenerationCache(Path(d)/'b.sqlite'), verbose=False))
+        t0 = time.perf_counter(); jp = pd.concat([run('dimcheck', ds, b2, items=[i], **kw) for i in ids]); tp = time.perf_counter() - t0; cp = b2.calls
     print(f'DimCheck on {items} Topical-Chat items (target naturalness, 2 non-targets), embedded {llm.identity()}')
     print(f'  batch-synchronous : {tb:7.1f} s, {cb} backend calls')
     print(f'  per item          : {tp:7.1f} s, {cp} backend calls')

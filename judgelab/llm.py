@@ -4,11 +4,12 @@
 
 # %% ../nbs/02_llm.ipynb #9d67bd79
 from __future__ import annotations
-import re, json
-from dataclasses import dataclass, field, asdict
+import re, json, inspect
+from dataclasses import dataclass, field, asdict, replace
 
 # %% auto #0
-__all__ = ['RequestError', 'BackendError', 'Request', 'sample_seed', 'Choice', 'Completion', 'Job', 'Backend', 'assemble']
+__all__ = ['RequestError', 'BackendError', 'Request', 'sample_seed', 'Choice', 'Completion', 'Job', 'Backend', 'assemble',
+           'ScriptedBackend']
 
 # %% ../nbs/02_llm.ipynb #4e622f64
 class RequestError(ValueError): "A request that no backend should run (bad messages or sampling values)."
@@ -170,3 +171,66 @@ def assemble(requests, jobs, got, backend, model)->list:
     for j in jobs:
         ch = got[j.index]; ch.sample = j.sample; per[j.ri].append(ch)
     return [Completion(sorted(cs, key=lambda c: c.sample), backend, model) for cs in per]
+
+# %% ../nbs/02_llm.ipynb #93218885
+def _takes_sample(f)->bool:
+    "Whether `f` can be called as `f(request, sample)` (else `f(request)`)."
+    try: inspect.signature(f).bind(None, None); return True
+    except TypeError: return False
+    except ValueError: return False        # no signature to read (a builtin): one argument
+
+class ScriptedBackend(Backend):
+    """The one test double of a backend: no model, scripted replies, every request recorded.
+    `replies` is a function, `reply(request)` or `reply(request, sample)`, called once per sample, or a list of replies
+    consumed in order, one per sample, never cycled (running out is an IndexError). A reply is a `str` (the text:
+    finish_reason 'stop', token counts by whitespace), a `Choice` (copied: its finish_reason, token counts, seconds and
+    logprobs as given), a dict of `Choice` fields (`dict(text=..., finish_reason='length')`, `dict(error='HTTP 400: ...')`),
+    or an exception, raised as a backend that went away raises it. A reply with an `error` is a failed request as the
+    HTTP backends report one: no text, finish_reason 'error'. Logprobs reach only requests that ask for them
+    (`logprobs=True`), as with the real backends. `check(request)` may raise `RequestError` for what this backend
+    refuses (its `check_request`, before any sample runs). `requests` holds every request it ran, once per sample
+    (`count` of them); `batches` the jobs of each `run_jobs` call (`len(batches)`: how often it was called)."""
+    def __init__(self, replies, # `reply(request[, sample])` -> reply, or a list of replies (one per sample, in order)
+                 model:str='scripted@1', # its identity() (the model in cache keys and judgments)
+                 name:str='scripted', # its backend name
+                 check=None): # `check(request)`: raise RequestError for a request this backend refuses
+        if isinstance(replies, (str, dict, Choice)) or not (callable(replies) or isinstance(replies, (list, tuple))):
+            raise TypeError(f"replies must be a function reply(request[, sample]) or a list of replies, not {type(replies).__name__}")
+        self.replies, self.model, self.name, self.check = replies, model, name, check
+        self._two = callable(replies) and _takes_sample(replies)
+        self.requests, self.batches = [], []
+    def identity(self)->str: return self.model
+    @property
+    def count(self)->int: return len(self.requests)
+    def check_request(self, r:Request):
+        if self.check is not None: self.check(r)
+    def _reply(self, j):
+        if callable(self.replies): return self.replies(j.request, j.sample) if self._two else self.replies(j.request)
+        k = self.count - 1
+        if k >= len(self.replies):
+            raise IndexError(f"ScriptedBackend: its {len(self.replies)} scripted replies are used up (one per sample, in order, never cycled): "
+                             f"sample {j.sample} of the request ending {j.request.messages[-1]['content'][-60:]!r} has none; "
+                             f"give more replies, or a reply function")
+        return self.replies[k]
+    def _choice(self, got, j)->Choice:
+        if isinstance(got, BaseException): raise got
+        if isinstance(got, str): got = dict(text=got)
+        if isinstance(got, Choice): ch = replace(got)
+        elif isinstance(got, dict):
+            d = dict(got); err = d.get('error')
+            if err and d.get('text'): raise ValueError(f"a failed reply has no text: {d!r}")
+            text = d.pop('text', '')
+            d.setdefault('finish_reason', 'error' if err else 'stop')
+            d.setdefault('completion_tokens', len(text.split()))
+            d.setdefault('prompt_tokens', sum(len(m['content'].split()) for m in j.request.messages))
+            ch = Choice(text, **d)
+        else: raise TypeError(f"a scripted reply is a str, a Choice, a dict of Choice fields or an exception, not {type(got).__name__}: {got!r}")
+        if ch.error and ch.text: raise ValueError(f"a failed reply has no text: {ch!r}")
+        if not j.request.logprobs: ch.logprobs = None
+        ch.sample, ch.cached, ch.key = j.sample, False, None
+        return ch
+    def run_jobs(self, jobs, progress=True):
+        jobs = list(jobs); self.batches.append(jobs)
+        for j in jobs:
+            self.requests.append(j.request)
+            yield j.index, self._choice(self._reply(j), j)

@@ -1,4 +1,5 @@
-import os, sys, subprocess
+import os, sys, subprocess, json, threading, time, http.server
+from dataclasses import dataclass
 from pathlib import Path
 import pytest
 
@@ -18,3 +19,60 @@ def run_cli(*args, env=None, check=False):
     r = subprocess.run([str(exe), *args], capture_output=True, text=True, cwd=ROOT, env={**os.environ, **(env or {})})
     if check: assert r.returncode == 0, r.stderr
     return r
+
+# ---- loopback HTTP stub servers ----------------------------------------------------------------------------------
+
+@dataclass
+class StubRequest:
+    "One request a stub server received."
+    n: int                # its arrival index on that server (0-based)
+    t: float              # time.monotonic() when it arrived
+    method: str
+    path: str             # without the query string
+    headers: object       # the request's headers (case-insensitive lookup)
+    body: bytes
+    handler: http.server.BaseHTTPRequestHandler    # for a handler that writes its reply itself (slowly, malformed, ...)
+    @property
+    def json(self): return json.loads(self.body) if self.body else None
+
+class StubServer:
+    """An HTTP server on 127.0.0.1 at a free port, one handler function per path: `handler(req: StubRequest)` returns
+    (status, headers, body), body bytes, str or a JSON-able object (Content-Type application/json unless given), or None
+    when it wrote the reply itself through `req.handler`. The path '*' stands for every path without its own handler; a path
+    without a handler: 404. `seen`: every request received, in arrival order."""
+    def __init__(self, routes:dict):
+        self.routes, self.seen, self._lock = dict(routes), [], threading.Lock()
+        stub = self
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a): pass
+            def _do(self):
+                n = int(self.headers.get('Content-Length') or 0)
+                body = self.rfile.read(n) if n else b''
+                with stub._lock:
+                    req = StubRequest(len(stub.seen), time.monotonic(), self.command, self.path.split('?')[0], self.headers, body, self)
+                    stub.seen.append(req)
+                f = stub.routes.get(req.path, stub.routes.get('*'))
+                out = f(req) if f else (404, {}, dict(error=dict(message=f'no stub handler for {req.path}')))
+                if out is not None: stub.send(self, *out)
+            do_GET = do_POST = do_PUT = do_DELETE = _do
+        self.server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), H)
+        self.port = self.server.server_address[1]; self.url = f'http://127.0.0.1:{self.port}'
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    @staticmethod
+    def send(h, status:int, headers:dict|None=None, body=b''):
+        "Write a whole reply (with its Content-Length) through a request handler."
+        if not isinstance(body, (bytes, str)): body = json.dumps(body)
+        if isinstance(body, str): body = body.encode()
+        h.send_response(status)
+        for k, v in {'Content-Type': 'application/json', **(headers or {})}.items(): h.send_header(k, v)
+        h.send_header('Content-Length', str(len(body))); h.end_headers(); h.wfile.write(body)
+    def close(self): self.server.shutdown(); self.server.server_close()
+
+@pytest.fixture
+def http_stub():
+    "Start loopback HTTP stub servers: `http_stub({path: handler, ...})` -> a started `StubServer`; all are shut down at teardown."
+    servers = []
+    def start(routes:dict)->StubServer:
+        s = StubServer(routes); servers.append(s); return s
+    yield start
+    for s in servers: s.close()

@@ -7,7 +7,7 @@ that code already handled and that must stay so (the timing cases say which ones
 import time
 import pytest
 from judgelab import data as D
-from judgelab.backends import Backend, Choice
+from judgelab.llm import ScriptedBackend
 from judgelab.methods import run
 from judgelab.parse import (Parsed, OUT_OF_RANGE, NO_SCORE, parse_score, score_position, geval_score, geval_from_samples,
                             parse_checklist, checklist_score)
@@ -74,18 +74,10 @@ def test_checklist_question_answered_yes_then_no_is_a_recorded_conflict():
 def test_checklist_question_repeated_with_the_same_answer_is_not_a_conflict():
     assert parse_checklist('Q1: Yes\nQ1: yes', 1) == dict(answers={1: 1}, missing=[], conflicts=[])
 
-class Scripted(Backend):
-    "Fixed replies: `reply(request, sample)` -> text; no logprobs."
-    name = 'scripted'
-    def __init__(self, reply): self.reply = reply
-    def identity(self): return 'scripted@1'
-    def run_jobs(self, jobs, progress=True):
-        for j in jobs: yield j.index, Choice(self.reply(j.request, j.sample), finish_reason='stop', prompt_tokens=10, completion_tokens=5)
-
 def test_checkeval_row_records_conflicting_answers_as_a_failure_and_missing():
     tc = D.load('topical_chat'); item = tc.items.item_id.iloc[0]
     # every sub-dimension: Q1 answered Yes then No, the other questions Yes
-    b = Scripted(lambda r, s: 'Q1: Yes\n' + '\n'.join(f'Q{i}: Yes' for i in range(2, 30)) + '\nQ1: No')
+    b = ScriptedBackend(lambda r, s: 'Q1: Yes\n' + '\n'.join(f'Q{i}: Yes' for i in range(2, 30)) + '\nQ1: No')
     j = run('checkeval', tc, b, dims=['groundedness'], items=[item], progress=False)
     row = j.iloc[0]
     from judgelab.checklist import load_checklist
@@ -114,7 +106,7 @@ def test_geval_samples_min_share_is_configurable():
 def test_geval_fallback_row_records_the_parsed_sample_count():
     tc = D.load('topical_chat'); items = tc.items.item_id.iloc[:2].tolist()
     texts = ['Score: 2', 'Rating: 3', 'I cannot say']
-    b = Scripted(lambda r, s: texts[s] if r.meta['item_id'] == items[0] else (texts[0] if s == 0 else 'unclear'))
+    b = ScriptedBackend(lambda r, s: texts[s] if r.meta['item_id'] == items[0] else (texts[0] if s == 0 else 'unclear'))
     j = run('geval', tc, b, dims=['naturalness'], items=items, n_samples=3, progress=False).set_index('item_id')
     assert j.loc[items[0], 'score'] == 2.5 and j.loc[items[0], 'scoring'] == 'no logprobs: mean of 3 samples (2 of 3 samples parsed)'
     assert not j.loc[items[1], 'parse_ok'] and j.loc[items[1], 'scoring'] == 'no logprobs: mean of 3 samples (1 of 3 samples parsed)'

@@ -3,27 +3,18 @@ released SummEval prompts, HypoEval's published hypotheses; each read from its r
 import json, math, re
 import numpy as np, pandas as pd, pytest, yaml
 from judgelab import data as D
-from judgelab.llm import Backend, Choice
+from judgelab.llm import ScriptedBackend
 from judgelab.methods import run, method_plan
 from judgelab.checklist import load_checklist, default_stage, OFFICIAL
 from judgelab.decompose import hypoeval_hypotheses, hypoeval_aggregate, decomposition
 
-class Scripted(Backend):
-    "Fixed replies; records every request it is sent."
-    name = 'scripted'
-    def __init__(self, reply): self.reply, self.seen = reply, []
-    def identity(self): return 'scripted@1'
-    def run_jobs(self, jobs, progress=True):
-        for j in jobs:
-            self.seen.append(j.request); yield j.index, Choice(self.reply(j.request, j.sample), finish_reason='stop', prompt_tokens=10, completion_tokens=5)
-
 def test_checkeval_asks_the_official_elaboration_questions_on_summeval_and_topical_chat():
     se = D.load('summeval'); item = se.items.item_id.iloc[0]
-    b = Scripted(lambda r, s: '\n'.join(f'Q{i}: Yes' for i in range(1, 40)))
+    b = ScriptedBackend(lambda r, s: '\n'.join(f'Q{i}: Yes' for i in range(1, 40)))
     j = run('checkeval', se, b, dims=['fluency'], items=[item], progress=False)
     raw = yaml.safe_load((D.raw_dir('summeval')/'methods/checkeval/prompt/summeval_questions/fluency_elaboration.yaml').read_text())
-    assert len(b.seen) == len(raw['sub_aspect']) == 4                    # one request per released sub-aspect
-    asked = ' '.join(m['content'] for r in b.seen for m in r.messages)
+    assert len(b.requests) == len(raw['sub_aspect']) == 4                    # one request per released sub-aspect
+    asked = ' '.join(m['content'] for r in b.requests for m in r.messages)
     for sub, text in raw['sub_aspect'].items():
         for q in re.findall(r'[^?]*\?', text): assert q.strip() in asked, q
     row = j.iloc[0]
@@ -40,14 +31,14 @@ def test_the_official_seed_checklist_is_the_ablation_and_has_its_own_file_name()
 
 def test_geval_on_summeval_sends_the_official_prompt_with_its_placeholders_filled():
     se = D.load('summeval'); it = se.items.iloc[3]
-    b = Scripted(lambda r, s: 'Coherence: 4')
+    b = ScriptedBackend(lambda r, s: 'Coherence: 4')
     run('geval', se, b, dims=['coherence'], items=[it.item_id], progress=False)
     official = (D.raw_dir('summeval')/'methods/geval/prompts/summeval/coh_detailed.txt').read_text()
     want = official.replace('{{Document}}', it.source).replace('{{Summary}}', it.output)
-    assert b.seen[0].messages == [dict(role='user', content=want)] and b.seen[0].meta['prompt'] == 'geval (official)'
-    b2 = Scripted(lambda r, s: 'Coherence: 4')
+    assert b.requests[0].messages == [dict(role='user', content=want)] and b.requests[0].meta['prompt'] == 'geval (official)'
+    b2 = ScriptedBackend(lambda r, s: 'Coherence: 4')
     run('geval', se, b2, dims=['coherence'], items=[it.item_id], progress=False, prompts='judgelab')
-    assert b2.seen[0].messages != b.seen[0].messages and '{{' not in str(b2.seen[0].messages)
+    assert b2.requests[0].messages != b.requests[0].messages and '{{' not in str(b2.requests[0].messages)
     with pytest.raises(ValueError, match='only SummEval'):
         run('geval', D.load('hanna'), b, dims=['coherence'], n_items=1, progress=False, prompts='official')
     with pytest.raises(ValueError, match='auto_steps needs'):
@@ -59,10 +50,10 @@ def test_hypoeval_scores_the_five_published_hypotheses_with_their_prompt(tmp_out
     raw = json.loads((D.raw_dir('hanna')/'methods/hypoeval/selected_hypotheses/story_coherence.json').read_text())
     assert hyps == raw and len(hyps) == 5
     scores = iter([4, 3, 5, 2, 4])
-    b = Scripted(lambda r, s: f'Step 1: ... Step 3: {{Final score: {next(scores)}}}')
+    b = ScriptedBackend(lambda r, s: f'Step 1: ... Step 3: {{Final score: {next(scores)}}}')
     j = decomposition(ha, ha.items.iloc[[0]], ['coherence'], b, variant='hypoeval', progress=False)
-    assert len(b.seen) == 5 and [r.meta['sub'] for r in b.seen] == list(raw)
-    for r, h in zip(b.seen, raw):
+    assert len(b.requests) == 5 and [r.meta['sub'] for r in b.requests] == list(raw)
+    for r, h in zip(b.requests, raw):
         sys_, user = r.messages
         assert sys_['role'] == 'system' and h in user['content'] and it.output in user['content'] and it.source in user['content']
         assert '${' not in sys_['content'] + user['content']
@@ -83,14 +74,14 @@ def test_dimcheck_edits_one_of_several_published_judges_chosen_by_analyses_judge
     se = D.load('summeval'); ls = load_judgments('summeval', 'llm_summeval')
     g4 = ls[(ls.model == 'gpt-4-0314') & (ls.dimension == 'coherence') & ls.parse_ok].set_index('item_id')
     ids = sorted(g4.index)[:2]
-    b = Scripted(lambda r, s: 'Edited analysis: ' + r.messages[-1]['content'].split('Analysis:\n', 1)[1] if 'Analysis:\n' in r.messages[-1]['content'] else ' 1')
+    b = ScriptedBackend(lambda r, s: 'Edited analysis: ' + r.messages[-1]['content'].split('Analysis:\n', 1)[1] if 'Analysis:\n' in r.messages[-1]['content'] else ' 1')
     with pytest.raises(ValueError, match=r"hold 9 judges .*pass analyses_judge='judge/model'"):
         run('dimcheck', se, b, dims=['coherence'], items=ids, others=['fluency'], analyses='llm_summeval', progress=False)
     with pytest.raises(ValueError, match="analyses_judge 'gpt-5' matches none"):
         run('dimcheck', se, b, dims=['coherence'], items=ids, others=['fluency'], analyses='llm_summeval', analyses_judge='gpt-5', progress=False)
-    assert not b.seen                                           # both refused before any call
+    assert not b.requests                                           # both refused before any call
     j = run('dimcheck', se, b, dims=['coherence'], items=ids, others=['fluency'], analyses='llm_summeval', analyses_judge='rts/gpt-4-0314', progress=False)
-    assert [r.messages[-1]['content'].split('Analysis:\n', 1)[1].strip() for r in b.seen] == [published_analysis(g4.rationale[i]) for i in ids]
+    assert [r.messages[-1]['content'].split('Analysis:\n', 1)[1].strip() for r in b.requests] == [published_analysis(g4.rationale[i]) for i in ids]
     assert (j.analysis_model == 'gpt-4-0314').all() and j.score.tolist() == g4.score[ids].tolist()    # unedited: the published scores stay
     assert j.attrs['file_method'] == 'dimcheck_llm_summeval_rts_gpt-4-0314'
 

@@ -1,10 +1,10 @@
 """The LLM layer against real parts: the embedded llama.cpp model in-process, llama.cpp's OpenAI-compatible
 server started on 127.0.0.1 by the test (killed mid-batch and restarted), and stub HTTP servers on loopback
-for the retry policy (500 twice then 200; 400 at once)."""
-import json, os, socket, subprocess, sys, threading, time, http.server
+for the retry policy (500 twice then 200; 400 at once), started by the `http_stub` fixture."""
+import json, os, socket, subprocess, sys, time
 from pathlib import Path
 import pytest
-from judgelab.llm import Request, Backend, BackendError, RequestError
+from judgelab.llm import Request, Job, ScriptedBackend, BackendError, RequestError
 from judgelab.backends import LlamaCppBackend, OpenAIBackend, embedded_model_path
 from judgelab.models import get_backend
 from judgelab.cache import GenerationCache, CachedBackend, CacheMissError
@@ -17,20 +17,16 @@ def embedded():
 
 def test_embedded_model_generates_real_text_and_second_run_is_all_cache_hits(tmp_path, embedded):
     cache = GenerationCache(tmp_path/'c.sqlite')
-    calls = []
-    class Counting(Backend):
-        name = 'llamacpp'
-        def identity(self): return embedded.identity()
-        def check_request(self, r): embedded.check_request(r)
-        def run_jobs(self, jobs, progress=True):
-            calls.extend(jobs); yield from embedded.run_jobs(jobs, progress)
-    b = CachedBackend(Counting(), cache, verbose=False)
+    # the embedded model's replies through a scripted backend that records each sample it is asked for
+    calls = ScriptedBackend(lambda r, s: next(embedded.run_jobs([Job(0, r, s)], False))[1], model=embedded.identity(), name='llamacpp',
+                            check=embedded.check_request)
+    b = CachedBackend(calls, cache, verbose=False)
     reqs = [Request(msgs(f'Write one short sentence about the number {i}.'), max_tokens=16) for i in range(3)]
     first = b.generate(reqs)
-    assert len(calls) == 3 and all(c.text.strip() for c in first) and all(not c.cached for c in first)
+    assert calls.count == 3 and all(c.text.strip() for c in first) and all(not c.cached for c in first)
     assert all(c.choices[0].prompt_tokens > 5 and c.choices[0].completion_tokens > 0 for c in first)
     second = b.generate(reqs)
-    assert len(calls) == 3, 'the second run must not call the model'
+    assert calls.count == 3, 'the second run must not call the model'
     assert [c.text for c in second] == [c.text for c in first] and all(c.cached for c in second)
     assert embedded.identity().startswith('HuggingFaceTB/SmolLM2-135M-Instruct@gguf-sha256:')
 
@@ -101,22 +97,19 @@ def test_server_generation_logprobs_and_concurrency(server, tmp_path):
     lp = b.generate([Request(msgs('Say yes or no.'), max_tokens=3, logprobs=True, top_logprobs=2, choice=['yes', 'no'])])[0]
     assert lp.text in ('yes', 'no') and lp.logprobs and lp.logprobs[0]['top']
 
-def test_server_killed_mid_batch_then_rerun_generates_only_the_rest(tmp_path):
+def test_server_killed_mid_batch_then_rerun_generates_only_the_rest(http_stub, tmp_path):
     port = free_port(); p = start_server(port)
     cache = GenerationCache(tmp_path/'c.sqlite')
     inner = OpenAIBackend(f'http://127.0.0.1:{port}/v1', 'smollm2', model_id='smollm2-server', concurrency=1, max_retries=1, backoff=0.05, timeout=20)
     reqs = [Request(msgs(f'Count to {i}.'), max_tokens=12) for i in range(10)]
-    done = []
-    class KillAfter(Backend):
-        name = 'openai'
-        def identity(self): return inner.identity()
-        def run_jobs(self, jobs, progress=True):
-            for k, (i, ch) in enumerate(inner.run_jobs(jobs, progress)):
-                done.append(i)
-                if len(done) == 4: p.kill(); p.wait()
-                yield i, ch
+    def kill_after_4(r, s):
+        "The server's reply; the server is killed once it has answered the fourth."
+        ch = next(inner.run_jobs([Job(0, r, s)], False))[1]
+        if kill_after.count == 4: p.kill(); p.wait()
+        return ch
+    kill_after = ScriptedBackend(kill_after_4, model=inner.identity(), name='openai')
     with pytest.raises(BackendError, match=r'after (\d+) of 10 missing samples were generated and cached') as e:
-        CachedBackend(KillAfter(), cache, verbose=False).generate(reqs)
+        CachedBackend(kill_after, cache, verbose=False).generate(reqs)
     kept = len(cache); assert 4 <= kept < 10, kept
     p2 = start_server(port)
     try:
@@ -127,67 +120,65 @@ def test_server_killed_mid_batch_then_rerun_generates_only_the_rest(tmp_path):
 
 # ---- stub HTTP servers for the retry policy ----------------------------------------------------------
 
-def stub(codes):
-    "A loopback HTTP server answering the given status codes in turn (then 200 forever)."
+def stub(http_stub, codes):
+    "A loopback chat-completions server answering the given status codes in turn (then 200 forever); `seen`: the request bodies."
     seen = []
-    class H(http.server.BaseHTTPRequestHandler):
-        def log_message(self, *a): pass
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers['Content-Length'])))
-            seen.append(body); code = codes[len(seen) - 1] if len(seen) <= len(codes) else 200
-            if code == 200:
-                out = dict(choices=[dict(message=dict(role='assistant', content='Score: 4'), finish_reason='stop')],
-                           usage=dict(prompt_tokens=5, completion_tokens=3))
-            else: out = dict(error=dict(message=f'stub says {code}'))
-            data = json.dumps(out).encode()
-            self.send_response(code); self.send_header('Content-Type', 'application/json'); self.send_header('Content-Length', str(len(data)))
-            self.end_headers(); self.wfile.write(data)
-    srv = http.server.ThreadingHTTPServer(('127.0.0.1', 0), H)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv, seen
+    def chat(req):
+        seen.append(req.json); code = codes[len(seen) - 1] if len(seen) <= len(codes) else 200
+        if code == 200:
+            return 200, {}, dict(choices=[dict(message=dict(role='assistant', content='Score: 4'), finish_reason='stop')],
+                                 usage=dict(prompt_tokens=5, completion_tokens=3))
+        return code, {}, dict(error=dict(message=f'stub says {code}'))
+    return http_stub({'/v1/chat/completions': chat}), seen
 
-def test_retries_500_twice_then_succeeds(tmp_path):
-    srv, seen = stub([500, 503])
-    try:
-        b = get_backend('openai', cache=GenerationCache(tmp_path/'c.sqlite'), base_url=f'http://127.0.0.1:{srv.server_port}/v1', model='m', backoff=0.01)
-        out = b.generate([Request(msgs('rate'))])
-        assert out[0].text == 'Score: 4' and len(seen) == 3 and seen[0]['model'] == 'm' and seen[0]['seed'] == 0
-    finally: srv.shutdown()
+def test_http_stub_answers_by_path_records_every_request_and_shuts_down(http_stub):
+    import urllib.request, urllib.error
+    from conftest import StubServer
+    srv = http_stub({'/v1/x': lambda req: (201, {'X-Seen': str(req.n)}, {'got': req.json})})
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    r = opener.open(urllib.request.Request(f'{srv.url}/v1/x?q=1', data=b'{"a": 1}', method='POST'), timeout=10)
+    assert (r.status, r.headers['X-Seen'], r.headers['Content-Type'], json.loads(r.read())) == (201, '0', 'application/json', {'got': {'a': 1}})
+    with pytest.raises(urllib.error.HTTPError, match='404'): opener.open(f'{srv.url}/v1/other', timeout=10)
+    assert [(q.method, q.path) for q in srv.seen] == [('POST', '/v1/x'), ('GET', '/v1/other')] and srv.url == f'http://127.0.0.1:{srv.port}'
+    s2 = StubServer({'*': lambda req: (200, {}, 'any path')}); port = s2.port
+    assert opener.open(f'{s2.url}/anything', timeout=10).read() == b'any path'
+    s2.close()                                                       # what the fixture does at teardown
+    with pytest.raises(urllib.error.URLError): opener.open(f'http://127.0.0.1:{port}/anything', timeout=5)
 
-def test_400_is_not_retried_and_is_recorded_with_the_servers_message(tmp_path):
-    srv, seen = stub([400])
-    try:
-        cache = GenerationCache(tmp_path/'c.sqlite')
-        b = get_backend('openai', cache=cache, base_url=f'http://127.0.0.1:{srv.server_port}/v1', model='m', backoff=0.01)
-        out = b.generate([Request(msgs('rate'))])
-        assert len(seen) == 1 and out[0].text == '' and 'HTTP 400: stub says 400' in out[0].choices[0].error
-        assert len(cache) == 0 and b.last['failed'] == 1                    # never cached: the next run asks again
-        assert b.generate([Request(msgs('rate'))])[0].text == 'Score: 4' and len(seen) == 2
-    finally: srv.shutdown()
+def test_retries_500_twice_then_succeeds(http_stub, tmp_path):
+    srv, seen = stub(http_stub, [500, 503])
+    b = get_backend('openai', cache=GenerationCache(tmp_path/'c.sqlite'), base_url=f'http://127.0.0.1:{srv.port}/v1', model='m', backoff=0.01)
+    out = b.generate([Request(msgs('rate'))])
+    assert out[0].text == 'Score: 4' and len(seen) == 3 and seen[0]['model'] == 'm' and seen[0]['seed'] == 0
 
-def test_api_key_is_sent_but_never_stored(tmp_path, monkeypatch):
+def test_400_is_not_retried_and_is_recorded_with_the_servers_message(http_stub, tmp_path):
+    srv, seen = stub(http_stub, [400])
+    cache = GenerationCache(tmp_path/'c.sqlite')
+    b = get_backend('openai', cache=cache, base_url=f'http://127.0.0.1:{srv.port}/v1', model='m', backoff=0.01)
+    out = b.generate([Request(msgs('rate'))])
+    assert len(seen) == 1 and out[0].text == '' and 'HTTP 400: stub says 400' in out[0].choices[0].error
+    assert len(cache) == 0 and b.last['failed'] == 1                    # never cached: the next run asks again
+    assert b.generate([Request(msgs('rate'))])[0].text == 'Score: 4' and len(seen) == 2
+
+def test_api_key_is_sent_but_never_stored(http_stub, tmp_path, monkeypatch):
     monkeypatch.setenv('MY_KEY', 'sk-secret-123')
-    srv, seen = stub([])
-    try:
-        cache = GenerationCache(tmp_path/'c.sqlite')
-        b = get_backend('openai', cache=cache, base_url=f'http://127.0.0.1:{srv.server_port}/v1', model='m', api_key_env='MY_KEY')
-        b.generate([Request(msgs('rate'))])
-        cache.export(tmp_path/'e.jsonl')
-        assert 'sk-secret-123' not in (tmp_path/'e.jsonl').read_text()
-        assert 'sk-secret-123' not in (tmp_path/'c.sqlite').read_bytes().decode('latin-1')
-    finally: srv.shutdown()
+    srv, seen = stub(http_stub, [])
+    cache = GenerationCache(tmp_path/'c.sqlite')
+    b = get_backend('openai', cache=cache, base_url=f'http://127.0.0.1:{srv.port}/v1', model='m', api_key_env='MY_KEY')
+    b.generate([Request(msgs('rate'))])
+    cache.export(tmp_path/'e.jsonl')
+    assert 'sk-secret-123' not in (tmp_path/'e.jsonl').read_text()
+    assert 'sk-secret-123' not in (tmp_path/'c.sqlite').read_bytes().decode('latin-1')
 
-def test_replay_mode_never_calls_a_model(tmp_path):
-    srv, seen = stub([])
-    try:
-        cache = GenerationCache(tmp_path/'c.sqlite'); url = f'http://127.0.0.1:{srv.server_port}/v1'
-        get_backend('openai', cache=cache, base_url=url, model='m').generate([Request(msgs('a'))])
-        n = len(seen)
-        rp = get_backend('openai', cache=cache, mode='replay', base_url=url, model='m')
-        assert rp.generate([Request(msgs('a'))])[0].cached and len(seen) == n
-        with pytest.raises(CacheMissError, match="1 of 1 samples for model 'm'"): rp.generate([Request(msgs('b'))])
-        assert len(seen) == n
-    finally: srv.shutdown()
+def test_replay_mode_never_calls_a_model(http_stub, tmp_path):
+    srv, seen = stub(http_stub, [])
+    cache = GenerationCache(tmp_path/'c.sqlite'); url = f'http://127.0.0.1:{srv.port}/v1'
+    get_backend('openai', cache=cache, base_url=url, model='m').generate([Request(msgs('a'))])
+    n = len(seen)
+    rp = get_backend('openai', cache=cache, mode='replay', base_url=url, model='m')
+    assert rp.generate([Request(msgs('a'))])[0].cached and len(seen) == n
+    with pytest.raises(CacheMissError, match="1 of 1 samples for model 'm'"): rp.generate([Request(msgs('b'))])
+    assert len(seen) == n
 
 # ---- strict OpenAI-compatible servers: no field beyond OpenAI's unless the server is known to take it -----------
 
@@ -195,113 +186,96 @@ OPENAI_FIELDS = {'model', 'messages', 'max_tokens', 'max_completion_tokens', 'te
                  'top_logprobs', 'stream', 'stream_options', 'response_format', 'frequency_penalty', 'presence_penalty', 'logit_bias',
                  'user', 'tools', 'tool_choice', 'parallel_tool_calls'}     # OpenAI's chat-completions body, written out here on purpose
 
-def compat_server(owned_by='openai', strict=True, error='openai'):
+def compat_server(http_stub, owned_by='openai', strict=True, error='openai'):
     """A loopback chat-completions server: GET /v1/models lists one model `owned_by` (None: 404); POST /v1/chat/completions
-    answers 'Yes' (with OpenAI-format logprobs when asked). `strict`: any top-level field beyond OpenAI's is refused, as the
+    answers 'Yes' (with OpenAI-format logprobs when asked); `seen`: the chat request bodies. `strict`: any top-level field beyond OpenAI's is refused, as the
     OpenAI API does (400, OpenAI's error body) or as a pydantic server with extra='forbid' does (error='pydantic': 422)."""
     seen = []
-    class H(http.server.BaseHTTPRequestHandler):
-        def log_message(self, *a): pass
-        def reply(self, code, out):
-            data = json.dumps(out).encode()
-            self.send_response(code); self.send_header('Content-Type', 'application/json'); self.send_header('Content-Length', str(len(data)))
-            self.end_headers(); self.wfile.write(data)
-        def do_GET(self):
-            if self.path != '/v1/models' or owned_by is None: return self.reply(404, dict(error=dict(message='Not found', type='invalid_request_error')))
-            self.reply(200, dict(object='list', data=[dict(id='m', object='model', created=0, owned_by=owned_by)]))
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers['Content-Length']))); seen.append(body)
-            extra = sorted(set(body) - OPENAI_FIELDS)
-            if strict and extra and error == 'pydantic':
-                return self.reply(422, dict(detail=[dict(type='extra_forbidden', loc=['body', k], msg='Extra inputs are not permitted') for k in extra]))
-            if strict and extra:
-                return self.reply(400, dict(error=dict(message=f'Unrecognized request argument supplied: {extra[0]}', type='invalid_request_error',
-                                                       param=None, code=None)))
-            ch = dict(index=0, message=dict(role='assistant', content='Yes'), finish_reason='stop')
-            if body.get('logprobs'):
-                ch['logprobs'] = dict(content=[dict(token='Yes', logprob=-0.1, top_logprobs=[dict(token='Yes', logprob=-0.1), dict(token='No', logprob=-2.4)]
-                                                    [:body.get('top_logprobs') or 0])])
-            self.reply(200, dict(id='c', object='chat.completion', model=body['model'], choices=[ch], usage=dict(prompt_tokens=5, completion_tokens=1)))
-    srv = http.server.ThreadingHTTPServer(('127.0.0.1', 0), H)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv, seen
+    def models(req):
+        if req.method != 'GET' or owned_by is None: return 404, {}, dict(error=dict(message='Not found', type='invalid_request_error'))
+        return 200, {}, dict(object='list', data=[dict(id='m', object='model', created=0, owned_by=owned_by)])
+    def chat(req):
+        if req.method != 'POST': return 404, {}, dict(error=dict(message='Not found', type='invalid_request_error'))
+        body = req.json; seen.append(body)
+        extra = sorted(set(body) - OPENAI_FIELDS)
+        if strict and extra and error == 'pydantic':
+            return 422, {}, dict(detail=[dict(type='extra_forbidden', loc=['body', k], msg='Extra inputs are not permitted') for k in extra])
+        if strict and extra:
+            return 400, {}, dict(error=dict(message=f'Unrecognized request argument supplied: {extra[0]}', type='invalid_request_error',
+                                            param=None, code=None))
+        ch = dict(index=0, message=dict(role='assistant', content='Yes'), finish_reason='stop')
+        if body.get('logprobs'):
+            ch['logprobs'] = dict(content=[dict(token='Yes', logprob=-0.1, top_logprobs=[dict(token='Yes', logprob=-0.1), dict(token='No', logprob=-2.4)]
+                                                [:body.get('top_logprobs') or 0])])
+        return 200, {}, dict(id='c', object='chat.completion', model=body['model'], choices=[ch], usage=dict(prompt_tokens=5, completion_tokens=1))
+    return http_stub({'/v1/models': models, '/v1/chat/completions': chat}), seen
 
 def _compat(srv, tmp_path, **kw):
-    b = get_backend('openai', cache=GenerationCache(tmp_path/'c.sqlite'), base_url=f'http://127.0.0.1:{srv.server_port}/v1', model='m', backoff=0.01, **kw)
+    b = get_backend('openai', cache=GenerationCache(tmp_path/'c.sqlite'), base_url=f'http://127.0.0.1:{srv.port}/v1', model='m', backoff=0.01, **kw)
     b.verbose = False; return b
 
 PREFILLED = [{'role': 'user', 'content': 'Rate it.'}, {'role': 'assistant', 'content': 'Analysis: fine.\nRating:'}]
 
-def test_default_backend_against_a_strict_server_sends_openai_fields_only(tmp_path):
-    srv, seen = compat_server('openai')
-    try:
-        b = _compat(srv, tmp_path)
-        out = b.generate([Request(msgs(f'Is {i} even? Answer Yes or No.'), max_tokens=4) for i in range(3)])
-        assert [o.text for o in out] == ['Yes']*3 and b.last['generated'] == 3
-        lp = b.generate([Request(msgs('Yes or no?'), max_tokens=2, logprobs=True, top_logprobs=2)])[0]
-        assert lp.logprobs == [dict(token='Yes', logprob=-0.1, top=[['Yes', -0.1], ['No', -2.4]])]
-        with pytest.warns(UserWarning, match='cannot enforce choice='):       # the checklist's yes/no checks: unconstrained, parsed by the caller
-            ch = b.generate([Request(msgs('Yes or no?'), max_tokens=2, choice=['Yes', 'No'])])[0]
-        assert ch.text == 'Yes' and b.inner.compat['server'] == 'strict' and b.inner.compat['unconstrained'] == 1
-        n = len(seen)
-        for bad, what in [(dict(messages=PREFILLED, continue_final=True), 'continuing a prefilled answer'),
-                          (dict(messages=msgs('x'), chat_options={'enable_thinking': False}), 'chat-template options'),
-                          (dict(messages=msgs('x'), regex='[0-9]'), 'a regex constraint')]:
-            with pytest.raises(RequestError, match=what):                  # before any request of the batch is sent
-                b.generate([Request(msgs('fine')), Request(**bad)])
-        assert len(seen) == n and b.inner.compat['fallbacks'] == 0
-        assert seen and all(set(body) <= OPENAI_FIELDS for body in seen), [sorted(set(x) - OPENAI_FIELDS) for x in seen]
-    finally: srv.shutdown()
+def test_default_backend_against_a_strict_server_sends_openai_fields_only(http_stub, tmp_path):
+    srv, seen = compat_server(http_stub, 'openai')
+    b = _compat(srv, tmp_path)
+    out = b.generate([Request(msgs(f'Is {i} even? Answer Yes or No.'), max_tokens=4) for i in range(3)])
+    assert [o.text for o in out] == ['Yes']*3 and b.last['generated'] == 3
+    lp = b.generate([Request(msgs('Yes or no?'), max_tokens=2, logprobs=True, top_logprobs=2)])[0]
+    assert lp.logprobs == [dict(token='Yes', logprob=-0.1, top=[['Yes', -0.1], ['No', -2.4]])]
+    with pytest.warns(UserWarning, match='cannot enforce choice='):       # the checklist's yes/no checks: unconstrained, parsed by the caller
+        ch = b.generate([Request(msgs('Yes or no?'), max_tokens=2, choice=['Yes', 'No'])])[0]
+    assert ch.text == 'Yes' and b.inner.compat['server'] == 'strict' and b.inner.compat['unconstrained'] == 1
+    n = len(seen)
+    for bad, what in [(dict(messages=PREFILLED, continue_final=True), 'continuing a prefilled answer'),
+                      (dict(messages=msgs('x'), chat_options={'enable_thinking': False}), 'chat-template options'),
+                      (dict(messages=msgs('x'), regex='[0-9]'), 'a regex constraint')]:
+        with pytest.raises(RequestError, match=what):                  # before any request of the batch is sent
+            b.generate([Request(msgs('fine')), Request(**bad)])
+    assert len(seen) == n and b.inner.compat['fallbacks'] == 0
+    assert seen and all(set(body) <= OPENAI_FIELDS for body in seen), [sorted(set(x) - OPENAI_FIELDS) for x in seen]
 
 @pytest.mark.parametrize('error', ['openai', 'pydantic'])
-def test_an_undeclared_server_refusing_vllm_fields_is_asked_once_then_written_strict(tmp_path, error):
-    srv, seen = compat_server(None, error=error)                      # no /v1/models: nothing says what it is
-    try:
-        b = _compat(srv, tmp_path)
-        with pytest.warns(UserWarning) as w:
-            out = b.generate([Request(msgs('Yes or no?'), max_tokens=2, choice=['Yes', 'No'])])
-        said = [str(x.message) for x in w]                                 # each said once: the fallback and what it means for choice=
-        assert len(said) == 2 and "refused request fields beyond OpenAI's" in said[0] and 'cannot enforce choice=' in said[1], said
-        assert out[0].text == 'Yes' and not out[0].choices[0].error and b.last['generated'] == 1
-        assert [('structured_outputs' in x) for x in seen] == [True, False]          # refused, then the same request without it
-        c = b.inner.compat
-        assert (c['server'], c['fallbacks'], c['unconstrained']) == ('strict', 1, 1) and 'structured_outputs' in c['rejected']
-        more = b.generate([Request(msgs(f'Yes or no ({i})?'), max_tokens=2, choice=['Yes', 'No']) for i in range(3)])
-        assert [o.text for o in more] == ['Yes']*3 and len(seen) == 5 and all(set(x) <= OPENAI_FIELDS for x in seen[1:])
-        assert b.inner.compat['fallbacks'] == 1 and b.inner.compat['unconstrained'] == 4
-        with pytest.raises(RequestError, match="takes OpenAI's request fields only"):   # now known: refused before sending
-            b.generate([Request(PREFILLED, continue_final=True)])
-        assert len(seen) == 5
-    finally: srv.shutdown()
-
-def test_an_undeclared_server_refusing_a_prefilled_answer_records_it_and_never_drops_it(tmp_path):
-    srv, seen = compat_server('acme')                                 # owned_by says nothing known
-    try:
-        b = _compat(srv, tmp_path)
-        with pytest.warns(UserWarning, match="refused request fields"):
-            out = b.generate([Request(PREFILLED, continue_final=True)])
-        err = out[0].choices[0].error
-        assert out[0].text == '' and 'HTTP 400' in err and 'continue_final_message' in err and 'needs a vLLM server' in err
-        assert len(seen) == 1 and b.last['failed'] == 1 and b.inner.compat['refused'] == 1     # sent once, never without the prefill
-        assert b.inner.compat['server'] == 'strict'
-    finally: srv.shutdown()
-
-def test_explicit_vllm_style_and_a_declared_vllm_server_send_structured_outputs(tmp_path):
-    srv, seen = compat_server(None)
-    try:
-        b = _compat(srv, tmp_path, constraint_style='vllm')           # explicit: never asked, never dropped
+def test_an_undeclared_server_refusing_vllm_fields_is_asked_once_then_written_strict(http_stub, tmp_path, error):
+    srv, seen = compat_server(http_stub, None, error=error)                      # no /v1/models: nothing says what it is
+    b = _compat(srv, tmp_path)
+    with pytest.warns(UserWarning) as w:
         out = b.generate([Request(msgs('Yes or no?'), max_tokens=2, choice=['Yes', 'No'])])
-        assert seen[0]['structured_outputs'] == {'choice': ['Yes', 'No']} and len(seen) == 1
-        assert 'HTTP 400' in out[0].choices[0].error and b.inner.compat['fallbacks'] == 0 and b.inner.compat['server'] is None
-    finally: srv.shutdown()
-    srv, seen = compat_server('vllm', strict=False)
-    try:
-        b = _compat(srv, tmp_path/'v')
-        b.generate([Request(msgs('Yes or no?'), max_tokens=2, choice=['Yes', 'No']), Request(PREFILLED, continue_final=True),
-                    Request(msgs('x'), chat_options={'enable_thinking': False})])
-        assert b.inner.compat['server'] == 'vllm' and b.inner.compat['how'] == '/models owned_by vllm'
-        by = {json.dumps(x['messages']): x for x in seen}
-        assert by[json.dumps(msgs('Yes or no?'))]['structured_outputs'] == {'choice': ['Yes', 'No']}
-        assert by[json.dumps(PREFILLED)]['continue_final_message'] is True and by[json.dumps(PREFILLED)]['add_generation_prompt'] is False
-        assert by[json.dumps(msgs('x'))]['chat_template_kwargs'] == {'enable_thinking': False}
-    finally: srv.shutdown()
+    said = [str(x.message) for x in w]                                 # each said once: the fallback and what it means for choice=
+    assert len(said) == 2 and "refused request fields beyond OpenAI's" in said[0] and 'cannot enforce choice=' in said[1], said
+    assert out[0].text == 'Yes' and not out[0].choices[0].error and b.last['generated'] == 1
+    assert [('structured_outputs' in x) for x in seen] == [True, False]          # refused, then the same request without it
+    c = b.inner.compat
+    assert (c['server'], c['fallbacks'], c['unconstrained']) == ('strict', 1, 1) and 'structured_outputs' in c['rejected']
+    more = b.generate([Request(msgs(f'Yes or no ({i})?'), max_tokens=2, choice=['Yes', 'No']) for i in range(3)])
+    assert [o.text for o in more] == ['Yes']*3 and len(seen) == 5 and all(set(x) <= OPENAI_FIELDS for x in seen[1:])
+    assert b.inner.compat['fallbacks'] == 1 and b.inner.compat['unconstrained'] == 4
+    with pytest.raises(RequestError, match="takes OpenAI's request fields only"):   # now known: refused before sending
+        b.generate([Request(PREFILLED, continue_final=True)])
+    assert len(seen) == 5
+
+def test_an_undeclared_server_refusing_a_prefilled_answer_records_it_and_never_drops_it(http_stub, tmp_path):
+    srv, seen = compat_server(http_stub, 'acme')                                 # owned_by says nothing known
+    b = _compat(srv, tmp_path)
+    with pytest.warns(UserWarning, match="refused request fields"):
+        out = b.generate([Request(PREFILLED, continue_final=True)])
+    err = out[0].choices[0].error
+    assert out[0].text == '' and 'HTTP 400' in err and 'continue_final_message' in err and 'needs a vLLM server' in err
+    assert len(seen) == 1 and b.last['failed'] == 1 and b.inner.compat['refused'] == 1     # sent once, never without the prefill
+    assert b.inner.compat['server'] == 'strict'
+
+def test_explicit_vllm_style_and_a_declared_vllm_server_send_structured_outputs(http_stub, tmp_path):
+    srv, seen = compat_server(http_stub, None)
+    b = _compat(srv, tmp_path, constraint_style='vllm')           # explicit: never asked, never dropped
+    out = b.generate([Request(msgs('Yes or no?'), max_tokens=2, choice=['Yes', 'No'])])
+    assert seen[0]['structured_outputs'] == {'choice': ['Yes', 'No']} and len(seen) == 1
+    assert 'HTTP 400' in out[0].choices[0].error and b.inner.compat['fallbacks'] == 0 and b.inner.compat['server'] is None
+    srv, seen = compat_server(http_stub, 'vllm', strict=False)
+    b = _compat(srv, tmp_path/'v')
+    b.generate([Request(msgs('Yes or no?'), max_tokens=2, choice=['Yes', 'No']), Request(PREFILLED, continue_final=True),
+                Request(msgs('x'), chat_options={'enable_thinking': False})])
+    assert b.inner.compat['server'] == 'vllm' and b.inner.compat['how'] == '/models owned_by vllm'
+    by = {json.dumps(x['messages']): x for x in seen}
+    assert by[json.dumps(msgs('Yes or no?'))]['structured_outputs'] == {'choice': ['Yes', 'No']}
+    assert by[json.dumps(PREFILLED)]['continue_final_message'] is True and by[json.dumps(PREFILLED)]['add_generation_prompt'] is False
+    assert by[json.dumps(msgs('x'))]['chat_template_kwargs'] == {'enable_thinking': False}

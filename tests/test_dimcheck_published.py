@@ -7,7 +7,7 @@ import json, re, time
 import numpy as np, pandas as pd
 import nbformat, pytest
 from judgelab.data import load
-from judgelab.llm import Backend, Choice
+from judgelab.llm import ScriptedBackend, Choice
 from judgelab.judges import analyze_rate_requests, analysis_text
 from judgelab.judgments import JUDGMENT_COLUMNS, load_judgments
 from judgelab.dimcheck import published_analysis
@@ -40,7 +40,7 @@ def test_closerlook_analyses_are_their_analysis_text():
     assert len(got) > 1000 and all(published_analysis(t) == analysis_text(t) for t in got)
     assert (got.map(published_analysis).str.len() > 0).mean() > 0.99
 
-def test_dimcheck_edits_published_analyses_and_rescores_only_the_edited(tmp_path):
+def test_dimcheck_edits_published_analyses_and_rescores_only_the_edited(http_stub, tmp_path):
     tc = load('topical_chat'); a, b, c = tc.items.item_id[:3]
     pub = _table([(a, 'coherence', 4, 'The reply follows the dialogue. It is very engaging and fun.\nFinal score: 4.', True),
                   (b, 'coherence', 3, 'Analysis: The reply follows on from the last turn.\nRating: 3', True),
@@ -51,50 +51,44 @@ def test_dimcheck_edits_published_analyses_and_rescores_only_the_edited(tmp_path
         if 'Remove from the analysis' in last:      # the editor: drops the sentences about engagement
             return ok('Edited analysis: ' + ' '.join(x for x in re.split(r'(?<=\.)\s+', _analysis_of(body)) if 'engag' not in x.lower()))
         return ok('Analysis: generated.\nRating: 5')   # an Analyze-Rate generation: must not happen
-    srv, seen = scripted(reply)
-    try:
-        kw = dict(dims=['coherence'], items=[a, b, c], others=['engagingness'], analyses=pub, progress=False)
-        with pytest.warns(UserWarning, match=r'1 of 3 \(item, dimension\) pairs skipped'):
-            j = run('dimcheck', tc, backend=_backend(srv, tmp_path), **kw)
-        bodies = [x for _, x, _ in seen]
-        edits = [x for x in bodies if 'Remove from the analysis' in x['messages'][-1]['content']]
-        resc = [x for x in bodies if x.get('continue_final_message')]
-        assert len(bodies) == len(edits) + len(resc)                             # nothing generated the analyses
-        # the published analyses, as they were (the backend sends requests concurrently: arrival order is not fixed)
-        assert sorted(_analysis_of(x) for x in edits) == ['The reply follows on from the last turn.',
-                                                          'The reply follows the dialogue. It is very engaging and fun.']
-        (r,) = resc                                                              # only the edited analysis is rescored
-        ar = analyze_rate_requests(tc, tc.items[tc.items.item_id == a], ['coherence'])[0]
-        assert r['messages'] == ar.messages + [{'role': 'assistant', 'content': 'Analysis: The reply follows the dialogue.\nRating:'}]
-        assert r['add_generation_prompt'] is False
-        t = j.set_index('item_id')
-        assert t.scoring.to_dict() == {a: 'rescored', b: 'kept', c: 'skipped'}
-        assert (t.score[a], t.base_score[a]) == (2.0, 4.0) and (t.score[b], t.base_score[b]) == (3.0, 3.0)   # b: the published score
-        assert t.prompt[a] == 'analyze_rate+rescore (published analysis from rts/gpt-4-0613, rts)'
-        assert t.prompt[b] == 'published (rts/gpt-4-0613, rts)' and t.completion_tokens[b] == 0
-        assert t.rationale[a] == 'The reply follows the dialogue.' and t.base_analysis[a] == 'The reply follows the dialogue. It is very engaging and fun.'
-        assert (t.analysis_judge[[a, b]] == 'rts').all() and (t.analysis_model[[a, b]] == 'gpt-4-0613').all()
-        assert np.isnan(t.score[c]) and not t.parse_ok[c] and t.failure[c] == 'skipped: published score not parsed (no score)'
-        assert j.attrs['skipped'] == 1 and j.attrs['calls'] == dict(base=0, edit_rounds=1, rescore=1)
-        n = len(seen)                                                            # every request went through the cache
-        with pytest.warns(UserWarning):
-            j2 = run('dimcheck', tc, backend=_backend(srv, tmp_path), **kw)
-        assert len(seen) == n and j2.score.equals(j.score) and j2.cached[j2.scoring == 'rescored'].all()
-    finally: srv.shutdown()
+    srv, seen = scripted(http_stub, reply)
+    kw = dict(dims=['coherence'], items=[a, b, c], others=['engagingness'], analyses=pub, progress=False)
+    with pytest.warns(UserWarning, match=r'1 of 3 \(item, dimension\) pairs skipped'):
+        j = run('dimcheck', tc, backend=_backend(srv, tmp_path), **kw)
+    bodies = [x for _, x, _ in seen]
+    edits = [x for x in bodies if 'Remove from the analysis' in x['messages'][-1]['content']]
+    resc = [x for x in bodies if x.get('continue_final_message')]
+    assert len(bodies) == len(edits) + len(resc)                             # nothing generated the analyses
+    # the published analyses, as they were (the backend sends requests concurrently: arrival order is not fixed)
+    assert sorted(_analysis_of(x) for x in edits) == ['The reply follows on from the last turn.',
+                                                      'The reply follows the dialogue. It is very engaging and fun.']
+    (r,) = resc                                                              # only the edited analysis is rescored
+    ar = analyze_rate_requests(tc, tc.items[tc.items.item_id == a], ['coherence'])[0]
+    assert r['messages'] == ar.messages + [{'role': 'assistant', 'content': 'Analysis: The reply follows the dialogue.\nRating:'}]
+    assert r['add_generation_prompt'] is False
+    t = j.set_index('item_id')
+    assert t.scoring.to_dict() == {a: 'rescored', b: 'kept', c: 'skipped'}
+    assert (t.score[a], t.base_score[a]) == (2.0, 4.0) and (t.score[b], t.base_score[b]) == (3.0, 3.0)   # b: the published score
+    assert t.prompt[a] == 'analyze_rate+rescore (published analysis from rts/gpt-4-0613, rts)'
+    assert t.prompt[b] == 'published (rts/gpt-4-0613, rts)' and t.completion_tokens[b] == 0
+    assert t.rationale[a] == 'The reply follows the dialogue.' and t.base_analysis[a] == 'The reply follows the dialogue. It is very engaging and fun.'
+    assert (t.analysis_judge[[a, b]] == 'rts').all() and (t.analysis_model[[a, b]] == 'gpt-4-0613').all()
+    assert np.isnan(t.score[c]) and not t.parse_ok[c] and t.failure[c] == 'skipped: published score not parsed (no score)'
+    assert j.attrs['skipped'] == 1 and j.attrs['calls'] == dict(base=0, edit_rounds=1, rescore=1)
+    n = len(seen)                                                            # every request went through the cache
+    with pytest.warns(UserWarning):
+        j2 = run('dimcheck', tc, backend=_backend(srv, tmp_path), **kw)
+    assert len(seen) == n and j2.score.equals(j.score) and j2.cached[j2.scoring == 'rescored'].all()
 
-class Counting(Backend):
-    "Counts backend calls; every editor answer returns the analysis unchanged (an edit that changes nothing)."
-    name = 'counting'
-    def __init__(self): self.calls, self.reqs = 0, []
-    def identity(self): return 'counting@1'
-    def run_jobs(self, jobs, progress=True):
-        self.calls += 1
-        for j in jobs:
-            self.reqs.append(j.request); msg = j.request.messages[-1]['content']
-            yield j.index, Choice('Edited analysis: ' + msg.split('Analysis:\n', 1)[1] if 'Analysis:\n' in msg else ' 1', 'stop', 5, 50)
+def unchanged(r):
+    "Every editor answer returns the analysis unchanged (an edit that changes nothing); a rescoring writes ' 1'."
+    msg = r.messages[-1]['content']
+    return Choice('Edited analysis: ' + msg.split('Analysis:\n', 1)[1] if 'Analysis:\n' in msg else ' 1', 'stop', 5, 50)
+
+def counting(): return ScriptedBackend(unchanged, model='counting@1', name='counting')     # len(batches): its calls
 
 def test_mismatched_analyses_fail_before_any_call():
-    tc = load('topical_chat'); ids = list(tc.items.item_id[:2]); b = Counting()
+    tc = load('topical_chat'); ids = list(tc.items.item_id[:2]); b = counting()
     good = _table([(i, 'coherence', 3, 'Fine.\nRating: 3', True) for i in ids])
     def fails(analyses, match, dims=('coherence',), **kw):
         with pytest.raises(ValueError, match=match):
@@ -110,7 +104,7 @@ def test_mismatched_analyses_fail_before_any_call():
     fails('closer_look', r"no published judgments 'closer_look' for topical_chat; sources of topical_chat with rationales: closerlook_analyze_rate, closerlook_rate_explain")
     fails('unieval', r"'unieval' of topical_chat have no rationales to edit")
     fails(good.assign(rationale=None), r"have no rationales to edit")
-    assert b.calls == 0
+    assert len(b.batches) == 0
 
 def test_skipped_pairs_are_counted_apart_and_a_given_table_is_named_in_the_manifest(tmp_outputs):
     from judgelab.core import paths
@@ -119,7 +113,7 @@ def test_skipped_pairs_are_counted_apart_and_a_given_table_is_named_in_the_manif
     pub = _table([(ids[0], 'coherence', 3, 'It follows on.\nRating: 3', True), (ids[1], 'coherence', np.nan, 'Hard to say.', False),
                   (ids[0], 'naturalness', np.nan, 'Rating: none', False)])
     with pytest.warns(UserWarning, match=r'3 of 4 .* pairs skipped'):
-        j = run('dimcheck', tc, backend=Counting(), dims=['coherence', 'naturalness'], items=ids[:2], others=['engagingness'], analyses=pub, save=True, progress=False)
+        j = run('dimcheck', tc, backend=counting(), dims=['coherence', 'naturalness'], items=ids[:2], others=['engagingness'], analyses=pub, save=True, progress=False)
     assert j.attrs['skipped_reasons'] == {'published score not parsed (no score)': 2, 'no published judgment (sample 0)': 1}
     e = edit_rate(j).set_index('dimension')      # the skipped are not analyses the editor left unchanged
     assert e.loc['coherence', ['items', 'skipped', 'edit_rate']].tolist() == [1, 1, 0.0] and e.loc['naturalness', ['items', 'skipped', 'restarts']].tolist() == [0, 2, 0]
@@ -131,10 +125,10 @@ def test_a_published_source_by_name_and_sample(tmp_path):
     # the config form: options {analyses: closerlook_analyze_rate, analyses_sample: 1}; unedited analyses keep the published scores
     tc = load('topical_chat'); cl = load_judgments('topical_chat', 'closerlook_analyze_rate')
     s1 = cl[(cl['sample'] == 1) & (cl.dimension == 'coherence') & cl.parse_ok].set_index('item_id')
-    ids = sorted(s1.index)[:2]; b = Counting()
+    ids = sorted(s1.index)[:2]; b = counting()
     j = run('dimcheck', tc, backend=b, dims=['coherence'], items=ids, others=['engagingness'], analyses='closerlook_analyze_rate', analyses_sample=1, progress=False)
-    assert [r.messages[-1]['content'].split('Analysis:\n', 1)[1].strip() for r in b.reqs] == [published_analysis(s1.rationale[i]) for i in ids]
-    assert b.calls == 1 and not any(r.continue_final for r in b.reqs)          # one edit batch, no rescoring: nothing changed
+    assert [r.messages[-1]['content'].split('Analysis:\n', 1)[1].strip() for r in b.requests] == [published_analysis(s1.rationale[i]) for i in ids]
+    assert len(b.batches) == 1 and not any(r.continue_final for r in b.requests)          # one edit batch, no rescoring: nothing changed
     assert j.score.tolist() == s1.score[ids].tolist() and (j.scoring == 'kept').all() and (j.analysis_sample == 1).all()
     assert (j.analysis_source == 'topical_chat/closerlook_analyze_rate').all() and (j.analysis_model == 'gpt-3.5-turbo-0613').all()
     assert j.attrs['file_method'] == 'dimcheck_closerlook_analyze_rate_s1' and j.attrs['skipped'] == 0

@@ -48,7 +48,7 @@ def test_template_options_are_part_of_the_cache_key_only_when_set():
     assert 'chat_options' not in r.sampling() and 'continue_final' not in r.sampling()          # every earlier key is unchanged
     assert request_key('m', r) != request_key('m', Request([{'role': 'user', 'content': 'x'}], chat_options={'enable_thinking': False}))
 
-def test_dimcheck_over_a_server_no_thinking_edits_and_a_prefilled_rescoring(tmp_path):
+def test_dimcheck_over_a_server_no_thinking_edits_and_a_prefilled_rescoring(http_stub, tmp_path):
     # the whole method against a loopback vLLM-style server: what each request carried
     def reply(n, body, h):
         last = body['messages'][-1]
@@ -56,22 +56,20 @@ def test_dimcheck_over_a_server_no_thinking_edits_and_a_prefilled_rescoring(tmp_
         if 'Remove from the analysis' in last['content']: return ok('Edited analysis: It reads naturally.')
         # each item's analysis its own (two equal edit requests would be one request: a batch generates a key once)
         return ok(f"Analysis: It reads naturally. It is engaging (item {hashlib.sha256(last['content'].encode()).hexdigest()[:8]}).\nRating: 2")
-    srv, seen = scripted(reply)
-    try:
-        tc = load('topical_chat')
-        j = run('dimcheck', tc, backend=_backend(srv, tmp_path), dims=['naturalness'], n_items=2, others=['engagingness'], thinking=False, progress=False)
-        bodies = [b for _, b, _ in seen]
-        base = [b for b in bodies if not b.get('continue_final_message') and 'Remove from the analysis' not in b['messages'][-1]['content']]
-        edits = [b for b in bodies if 'Remove from the analysis' in b['messages'][-1]['content']]
-        resc = [b for b in bodies if b.get('continue_final_message')]
-        assert len(base) == len(edits) == len(resc) == 2
-        assert all(b['chat_template_kwargs'] == {'enable_thinking': False} for b in edits)
-        assert all('chat_template_kwargs' not in b for b in base + resc)
-        for r in resc:                                                   # the evaluation prompt, unchanged, then the prefilled answer
-            b = next(x for x in base if x['messages'] == r['messages'][:-1])
-            assert r['messages'][-1] == {'role': 'assistant', 'content': 'Analysis: It reads naturally.\nRating:'} and r['add_generation_prompt'] is False
-        assert (j.score == 1).all() and (j.base_score == 2).all() and (j.scoring == 'rescored').all()
-    finally: srv.shutdown()
+    srv, seen = scripted(http_stub, reply)
+    tc = load('topical_chat')
+    j = run('dimcheck', tc, backend=_backend(srv, tmp_path), dims=['naturalness'], n_items=2, others=['engagingness'], thinking=False, progress=False)
+    bodies = [b for _, b, _ in seen]
+    base = [b for b in bodies if not b.get('continue_final_message') and 'Remove from the analysis' not in b['messages'][-1]['content']]
+    edits = [b for b in bodies if 'Remove from the analysis' in b['messages'][-1]['content']]
+    resc = [b for b in bodies if b.get('continue_final_message')]
+    assert len(base) == len(edits) == len(resc) == 2
+    assert all(b['chat_template_kwargs'] == {'enable_thinking': False} for b in edits)
+    assert all('chat_template_kwargs' not in b for b in base + resc)
+    for r in resc:                                                   # the evaluation prompt, unchanged, then the prefilled answer
+        b = next(x for x in base if x['messages'] == r['messages'][:-1])
+        assert r['messages'][-1] == {'role': 'assistant', 'content': 'Analysis: It reads naturally.\nRating:'} and r['add_generation_prompt'] is False
+    assert (j.score == 1).all() and (j.base_score == 2).all() and (j.scoring == 'rescored').all()
 
 def test_prefilled_rescoring_on_the_embedded_model(tmp_path):
     # llama.cpp renders the model's chat template itself and continues the prefilled answer

@@ -1,10 +1,10 @@
 """G-Eval from the full distribution (issue 12): every valid rating's probability at the score position (llama.cpp's
 full softmax, top-20 elsewhere), the mass on valid ratings recorded, the score position after a field label and never
-a list number, 20 samples only without logprobs. Scripted backends pin each rule; the embedded model shows the rest."""
+a list number, 20 samples only without logprobs. Scripted backends (`ScriptedBackend`) pin each rule; the embedded model shows the rest."""
 import math, re, time
 import numpy as np, pandas as pd, pytest
 from judgelab import data as D
-from judgelab.llm import Backend, Choice, Request
+from judgelab.llm import ScriptedBackend, Choice, Request
 from judgelab.methods import run
 from judgelab.judges import geval_offset, geval_position, geval_labels, summarize
 from judgelab.parse import geval_distribution
@@ -21,22 +21,13 @@ def dist(probs:dict, space=False):
 LIST_REPLY = [entry('1', -0.05, scores=dist({1: .9, 2: .01, 3: .01, 4: .01, 5: .01})), entry('.'), entry(' Co'), entry('herence'), entry(':'),
               entry(' '), entry('4', math.log(.5), scores=dist({1: .05, 2: .05, 3: .1, 4: .5, 5: .1}))]
 
-class Scripted(Backend):
-    "Returns fixed Choices (with logprobs) and records the requests it was sent."
-    name = 'scripted'
-    def __init__(self, choice): self.choice, self.seen = choice, []
-    def identity(self): return 'scripted@1'
-    def run_jobs(self, jobs, progress=True):
-        for j in jobs:
-            self.seen.append(j.request); yield j.index, self.choice(j.request, j.sample)
-
 def one_item(dim='coherence'):
     se = D.load('summeval'); return se, [se.items.item_id.iloc[0]], dim
 
 def test_a_list_numbered_reply_is_scored_after_its_label_never_as_the_list_number():
     # before: the first token '1' was the score position, and the row scored ~1 from the list number
     se, items, dim = one_item()
-    b = Scripted(lambda r, s: Choice('1. Coherence: 4', 'stop', 7, 100, logprobs=LIST_REPLY))
+    b = ScriptedBackend(lambda r, s: Choice('1. Coherence: 4', 'stop', 7, 100, logprobs=LIST_REPLY))
     j = run('geval', se, b, dims=[dim], items=items, progress=False)
     row = j.iloc[0]
     assert row.parse_ok and row.score == pytest.approx((1*.05 + 2*.05 + 3*.1 + 4*.5 + 5*.1)/.8)
@@ -73,9 +64,9 @@ def test_full_distribution_scoring_records_the_valid_mass_and_ignores_the_top_li
 
 def test_geval_requests_ask_for_every_score_token_room_for_a_label_and_top_20():
     se, items, dim = one_item()
-    b = Scripted(lambda r, s: Choice('Coherence: 4', 'stop', 5, 100, logprobs=[entry('Coherence:'), entry(' '), entry('4', top=[['4', -0.2], ['5', -1.8]])]))
+    b = ScriptedBackend(lambda r, s: Choice('Coherence: 4', 'stop', 5, 100, logprobs=[entry('Coherence:'), entry(' '), entry('4', top=[['4', -0.2], ['5', -1.8]])]))
     j = run('geval', se, b, dims=[dim], items=items, progress=False)
-    r = b.seen[0]
+    r = b.requests[0]
     assert r.score_tokens == ('1', '2', '3', '4', '5') and r.top_logprobs == 20 and r.logprobs and r.max_tokens == 16
     assert re.search(r.stop_pattern, '1. Coherence: 4') and not re.search(r.stop_pattern, '1. Co')
     row = j.iloc[0]
@@ -85,16 +76,16 @@ def test_geval_requests_ask_for_every_score_token_room_for_a_label_and_top_20():
 
 def test_without_logprobs_twenty_samples_and_the_scoring_says_so():
     se, items, dim = one_item()
-    b = Scripted(lambda r, s: Choice(['1. Coherence: 4', 'Coherence: 2', '1. The summary'][s % 3], 'stop', 5, 100))
+    b = ScriptedBackend(lambda r, s: Choice(['1. Coherence: 4', 'Coherence: 2', '1. The summary'][s % 3], 'stop', 5, 100))
     j = run('geval', se, b, dims=[dim], items=items, progress=False)
-    assert len(b.seen) == 21 and b.seen[1].n == 20 and not b.seen[1].logprobs
+    assert len(b.requests) == 21 and b.requests[1].n == 20 and not b.requests[1].logprobs
     row = j.iloc[0]
     assert row.scoring == 'no logprobs: mean of 20 samples (14 of 20 samples parsed)'
     assert row.score == pytest.approx((7*4 + 7*2)/14) and np.isnan(row.valid_mass)      # the list numbers '1' are never read
 
 def test_other_methods_tables_have_no_valid_mass_column():
     se, items, dim = one_item()
-    j = run('analyze_rate', se, Scripted(lambda r, s: Choice('Analysis: fine.\nRating: 4', 'stop', 5, 100)), dims=[dim], items=items, progress=False)
+    j = run('analyze_rate', se, ScriptedBackend(lambda r, s: Choice('Analysis: fine.\nRating: 4', 'stop', 5, 100)), dims=[dim], items=items, progress=False)
     assert 'valid_mass' not in j and 'valid_mass' not in summarize(j)
 
 # --- the embedded model -----------------------------------------------------------------------------------------

@@ -3,19 +3,14 @@ cache files and of judgments refuse what they cannot trust. Each test failed on 
 import json, os, re, shutil, subprocess, sys, warnings, hashlib
 from pathlib import Path
 import pytest
-from judgelab.llm import Backend, Choice, Request
+from judgelab.llm import ScriptedBackend, Choice, Request
 from judgelab.cache import GenerationCache, CachedBackend, CacheCorruptError, CacheImportError, request_key
 from conftest import ROOT, run_cli
 
-class Echo(Backend):
-    "Answers with a hash of the prompt; counts its calls."
-    name = 'echo'
-    def __init__(self): self.calls = 0
-    def identity(self): return 'echo@1'
-    def run_jobs(self, jobs, progress=True):
-        for j in jobs:
-            self.calls += 1
-            yield j.index, Choice(hashlib.sha256(j.request.messages[-1]['content'].encode()).hexdigest()[:12], 'stop', 1, 3)
+def echo():
+    "A scripted backend that answers with a hash of the prompt (`count`: the samples it was asked for)."
+    return ScriptedBackend(lambda r: Choice(hashlib.sha256(r.messages[-1]['content'].encode()).hexdigest()[:12], 'stop', 1, 3),
+                           model='echo@1', name='echo')
 
 def _reqs(n): return [Request([{'role': 'user', 'content': f'text {i}'}]) for i in range(n)]
 
@@ -24,20 +19,20 @@ def _reqs(n): return [Request([{'role': 'user', 'content': f'text {i}'}]) for i 
 def test_flipped_bytes_in_cached_texts_are_never_served(tmp_path):
     # before: 50 of 2000 altered texts were served as hits (SQLite's integrity check says ok)
     cache = GenerationCache(tmp_path/'c.sqlite'); reqs = _reqs(2000)
-    truth = [c.text for c in CachedBackend(Echo(), cache, verbose=False).generate(reqs, progress=False)]
+    truth = [c.text for c in CachedBackend(echo(), cache, verbose=False).generate(reqs, progress=False)]
     c = cache.conn()
     c.execute("UPDATE generations SET choice = replace(choice, '\"text\": \"', '\"text\": \"~') WHERE rowid % 40 = 0")   # 50 rows
     assert len(cache.verify()) == 50
-    b = CachedBackend(Echo(), cache, verbose=False)
+    b = CachedBackend(echo(), cache, verbose=False)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter('always'); got = [c.text for c in b.generate(reqs, progress=False)]
-    assert got == truth and b.last['hits'] == 1950 and b.inner.calls == 50
+    assert got == truth and b.last['hits'] == 1950 and b.inner.count == 50
     assert '50 stored row(s) failed verification' in str(w[0].message) and 'checksum mismatch' in str(w[0].message)
     assert cache.verify() == {}                          # the altered rows were replaced by the regenerated samples
 
 def test_a_row_whose_request_was_edited_is_a_miss(tmp_path):
     cache = GenerationCache(tmp_path/'c.sqlite'); reqs = _reqs(3)
-    CachedBackend(Echo(), cache, verbose=False).generate(reqs, progress=False)
+    CachedBackend(echo(), cache, verbose=False).generate(reqs, progress=False)
     # rewrite a row's request and its checksum consistently: only the key recomputation can catch it
     from judgelab.cache import row_checksum
     k, m, r, ch = cache.conn().execute('SELECT key, model, request, choice FROM generations LIMIT 1').fetchone()
@@ -49,7 +44,7 @@ def test_a_row_whose_request_was_edited_is_a_miss(tmp_path):
 def test_import_recomputes_keys_and_refuses_mismatches(tmp_path):
     # before: rows whose key did not match their request were imported and the poisoned text served
     src = GenerationCache(tmp_path/'a.sqlite'); reqs = _reqs(5)
-    CachedBackend(Echo(), src, verbose=False).generate(reqs, progress=False)
+    CachedBackend(echo(), src, verbose=False).generate(reqs, progress=False)
     src.export(tmp_path/'x.jsonl')
     rows = [json.loads(l) for l in (tmp_path/'x.jsonl').read_text().splitlines()]
     victim = request_key('echo@1', Request([{'role': 'user', 'content': 'text 0'}]))
@@ -74,7 +69,7 @@ def test_a_corrupt_cache_file_is_one_clear_error(tmp_path, content, monkeypatch)
     assert r.returncode == 0 and 'states:' in r.stdout, r.stderr
 
 def test_a_truncated_cache_is_one_clear_error(tmp_path):
-    cache = GenerationCache(tmp_path/'c.sqlite'); CachedBackend(Echo(), cache, verbose=False).generate(_reqs(500), progress=False)
+    cache = GenerationCache(tmp_path/'c.sqlite'); CachedBackend(echo(), cache, verbose=False).generate(_reqs(500), progress=False)
     cache.close(); data = (tmp_path/'c.sqlite').read_bytes()
     (tmp_path/'t.sqlite').write_bytes(data[:len(data)//3])
     with pytest.raises(CacheCorruptError, match='t.sqlite cannot be read'):
@@ -84,7 +79,7 @@ def test_replay_from_a_read_only_cache_as_an_unprivileged_user(tmp_path):
     # before: sqlite could not open a read-only cache, even for replay (WAL mode needs to write beside the file)
     if not shutil.which('setpriv') or os.geteuid() != 0: pytest.skip('needs root and setpriv to become an unprivileged user')
     d = tmp_path/'ro'; d.mkdir(); cache = GenerationCache(d/'c.sqlite'); reqs = _reqs(4)
-    truth = [c.text for c in CachedBackend(Echo(), cache, verbose=False).generate(reqs, progress=False)]; cache.close()
+    truth = [c.text for c in CachedBackend(echo(), cache, verbose=False).generate(reqs, progress=False)]; cache.close()
     for p in [tmp_path, *tmp_path.parents]:
         if p != Path('/'): os.chmod(p, os.stat(p).st_mode | 0o005)        # let the unprivileged user reach the folder
     (d/'c.sqlite').chmod(0o444); d.chmod(0o555)
@@ -164,7 +159,7 @@ def test_import_reports_malformed_rows_with_their_row(tmp_path, tmp_outputs, row
     assert r.returncode == 2 and re.search(message, r.stderr), r.stdout + r.stderr
     assert 'Traceback' not in r.stderr and not list(tmp_outputs.rglob('*.parquet'))
 
-def test_import_reports_a_jsonl_line_that_is_not_json(tmp_path, tmp_outputs):
+def test_import_reports_a_jsonl_line_that_is_not_json(http_stub, tmp_path, tmp_outputs):
     i = _items(1)[0]
     f = tmp_path/'s.jsonl'; f.write_text(json.dumps(dict(item_id=i, dimension='naturalness', score=2)) + '\n{"item_id": \n')
     r = run_cli('judgments', 'import', str(f), '--dataset', 'topical_chat', '--judge', 'mine', '--model', 'm')
@@ -172,26 +167,17 @@ def test_import_reports_a_jsonl_line_that_is_not_json(tmp_path, tmp_outputs):
 
 # --- the OpenAI-compatible client: patient with what is temporary, precise about what is not -------------------------
 
-import http.server, threading, time
 from judgelab.models import get_backend
 from judgelab.llm import BackendError
 
-def scripted(script):
-    """A loopback chat-completions server: `script(n, body, headers)` -> (status, headers, bytes) for the n-th request
-    (0-based); the requests are recorded with their arrival times."""
+def scripted(http_stub, script):
+    """A loopback chat-completions server (the `http_stub` fixture): `script(n, body, headers)` -> (status, headers, bytes)
+    for the n-th request (0-based); the requests are recorded as (arrival time, body, headers)."""
     seen = []
-    class H(http.server.BaseHTTPRequestHandler):
-        def log_message(self, *a): pass
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers['Content-Length'])))
-            seen.append((time.monotonic(), body, dict(self.headers)))
-            code, hdrs, data = script(len(seen) - 1, body, self.headers)
-            self.send_response(code)
-            for k, v in {'Content-Type': 'application/json', **hdrs}.items(): self.send_header(k, v)
-            self.send_header('Content-Length', str(len(data))); self.end_headers(); self.wfile.write(data)
-    srv = http.server.ThreadingHTTPServer(('127.0.0.1', 0), H)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv, seen
+    def chat(req):
+        seen.append((req.t, req.json, dict(req.headers)))
+        return script(len(seen) - 1, req.json, req.headers)
+    return http_stub({'/v1/chat/completions': chat}), seen
 
 def ok(text='Rating: 2'):
     return 200, {}, json.dumps(dict(choices=[dict(message=dict(role='assistant', content=text), finish_reason='stop')],
@@ -199,67 +185,57 @@ def ok(text='Rating: 2'):
 def err(code, msg='no', **hdrs): return code, hdrs, json.dumps(dict(error=dict(message=msg))).encode()
 
 def _backend(srv, tmp_path, **kw):
-    return get_backend('openai', cache=GenerationCache(tmp_path/'c.sqlite'), base_url=f'http://127.0.0.1:{srv.server_port}/v1', model='m',
+    return get_backend('openai', cache=GenerationCache(tmp_path/'c.sqlite'), base_url=f'http://127.0.0.1:{srv.port}/v1', model='m',
                        backoff=0.01, **kw)
 
-def test_retry_after_is_honoured(tmp_path):
+def test_retry_after_is_honoured(http_stub, tmp_path):
     # before: Retry-After ignored (6 attempts spent in 8-15 s against a 429 asking for 4 s)
-    srv, seen = scripted(lambda n, b, h: err(429, 'slow down', **{'Retry-After': '1'}) if n < 2 else ok())
-    try:
-        out = _backend(srv, tmp_path).generate([Request([{'role': 'user', 'content': 'x'}])])
-        gaps = [b[0] - a[0] for a, b in zip(seen, seen[1:])]
-        assert out[0].text == 'Rating: 2' and len(seen) == 3 and min(gaps) >= 0.95, gaps
-    finally: srv.shutdown()
+    srv, seen = scripted(http_stub, lambda n, b, h: err(429, 'slow down', **{'Retry-After': '1'}) if n < 2 else ok())
+    out = _backend(srv, tmp_path).generate([Request([{'role': 'user', 'content': 'x'}])])
+    gaps = [b[0] - a[0] for a, b in zip(seen, seen[1:])]
+    assert out[0].text == 'Rating: 2' and len(seen) == 3 and min(gaps) >= 0.95, gaps
 
 @pytest.mark.parametrize('code, tries', [(408, 3), (409, 3), (429, 3), (502, 3), (404, 1), (422, 1), (401, 1)])
-def test_which_statuses_are_retried(tmp_path, code, tries):
-    srv, seen = scripted(lambda n, b, h: err(code) if n < 2 else ok())
-    try:
-        c = _backend(srv, tmp_path, max_retries=4).generate([Request([{'role': 'user', 'content': 'x'}])])[0].choices[0]
-        assert len(seen) == tries and (c.error is None) == (tries == 3)
-    finally: srv.shutdown()
+def test_which_statuses_are_retried(http_stub, tmp_path, code, tries):
+    srv, seen = scripted(http_stub, lambda n, b, h: err(code) if n < 2 else ok())
+    c = _backend(srv, tmp_path, max_retries=4).generate([Request([{'role': 'user', 'content': 'x'}])])[0].choices[0]
+    assert len(seen) == tries and (c.error is None) == (tries == 3)
 
-def test_one_refused_request_is_a_row_failure_and_the_run_completes(tmp_path, tmp_outputs):
+def test_one_refused_request_is_a_row_failure_and_the_run_completes(http_stub, tmp_path, tmp_outputs):
     # before: one non-retryable 4xx failed the whole run, and the rerun failed again at the same item
     from judgelab.methods import run
     from judgelab.data import load
     ds = load('topical_chat'); bad = ds.items.item_id.iloc[1]
     bad_text = ds.items.set_index('item_id').loc[bad, 'output']
-    srv, seen = scripted(lambda n, b, h: err(400, 'context length exceeded') if bad_text in b['messages'][-1]['content'] else ok())
-    try:
-        b = _backend(srv, tmp_path)
-        items = list(ds.items.item_id[:4])
-        j = run('analyze_rate', ds, b, dims=['naturalness'], items=items, progress=False).set_index('item_id')
-        assert len(j) == 4 and j.parse_ok.sum() == 3
-        assert not j.loc[bad, 'parse_ok'] and 'HTTP 400: context length exceeded' in j.loc[bad, 'failure']
-        assert 'request failed' in j.loc[bad, 'failure'] and b.stats['failed'] == 1
-        n = len(seen); run('analyze_rate', ds, b, dims=['naturalness'], items=items, progress=False)
-        assert len(seen) == n + 1                                         # the rerun asks only for the refused request
-    finally: srv.shutdown()
+    srv, seen = scripted(http_stub, lambda n, b, h: err(400, 'context length exceeded') if bad_text in b['messages'][-1]['content'] else ok())
+    b = _backend(srv, tmp_path)
+    items = list(ds.items.item_id[:4])
+    j = run('analyze_rate', ds, b, dims=['naturalness'], items=items, progress=False).set_index('item_id')
+    assert len(j) == 4 and j.parse_ok.sum() == 3
+    assert not j.loc[bad, 'parse_ok'] and 'HTTP 400: context length exceeded' in j.loc[bad, 'failure']
+    assert 'request failed' in j.loc[bad, 'failure'] and b.stats['failed'] == 1
+    n = len(seen); run('analyze_rate', ds, b, dims=['naturalness'], items=items, progress=False)
+    assert len(seen) == n + 1                                         # the rerun asks only for the refused request
 
 @pytest.mark.parametrize('body, what', [(b'<html>502 Bad Gateway</html>', 'not JSON'), (b'{"choices": []}', 'no choices'),
                                         (b'{"id": "x"}', 'no choices'), (b'[1, 2]', 'unexpected JSON')])
-def test_a_malformed_response_names_the_url_and_the_request(tmp_path, body, what):
+def test_a_malformed_response_names_the_url_and_the_request(http_stub, tmp_path, body, what):
     # before: a bare JSONDecodeError / IndexError / KeyError with no URL
-    srv, seen = scripted(lambda n, b, h: (200, {}, body))
-    try:
-        url = f'http://127.0.0.1:{srv.server_port}/v1/chat/completions'
-        with pytest.raises(BackendError, match=re.escape(f'{url}: malformed response to request 0 ({what})')):
-            _backend(srv, tmp_path).generate([Request([{'role': 'user', 'content': 'x'}])])
-    finally: srv.shutdown()
+    srv, seen = scripted(http_stub, lambda n, b, h: (200, {}, body))
+    url = f'http://127.0.0.1:{srv.port}/v1/chat/completions'
+    with pytest.raises(BackendError, match=re.escape(f'{url}: malformed response to request 0 ({what})')):
+        _backend(srv, tmp_path).generate([Request([{'role': 'user', 'content': 'x'}])])
 
-def test_a_server_that_echoes_the_api_key_cannot_leak_it(tmp_path, monkeypatch):
+def test_a_server_that_echoes_the_api_key_cannot_leak_it(http_stub, tmp_path, monkeypatch):
     # before: the server's error text, key included, was copied into the failure, the log and the sweep summary
     monkeypatch.setenv('MY_KEY', 'sk-live-abcdef123456')
-    srv, seen = scripted(lambda n, b, h: err(403 if n == 0 else 500, f"bad key {h['Authorization']} (sk-live-abcdef123456)"))
-    try:
-        b = _backend(srv, tmp_path, api_key_env='MY_KEY', max_retries=1)
-        c = b.generate([Request([{'role': 'user', 'content': 'x'}])])[0].choices[0]
-        assert seen[0][2]['Authorization'] == 'Bearer sk-live-abcdef123456'                  # sent
-        assert 'sk-live' not in c.error and '[REDACTED]' in c.error, c.error
-        with pytest.raises(BackendError) as e: b.generate([Request([{'role': 'user', 'content': 'y'}])])
-        assert 'sk-live' not in str(e.value) and '[REDACTED]' in str(e.value)
-    finally: srv.shutdown()
+    srv, seen = scripted(http_stub, lambda n, b, h: err(403 if n == 0 else 500, f"bad key {h['Authorization']} (sk-live-abcdef123456)"))
+    b = _backend(srv, tmp_path, api_key_env='MY_KEY', max_retries=1)
+    c = b.generate([Request([{'role': 'user', 'content': 'x'}])])[0].choices[0]
+    assert seen[0][2]['Authorization'] == 'Bearer sk-live-abcdef123456'                  # sent
+    assert 'sk-live' not in c.error and '[REDACTED]' in c.error, c.error
+    with pytest.raises(BackendError) as e: b.generate([Request([{'role': 'user', 'content': 'y'}])])
+    assert 'sk-live' not in str(e.value) and '[REDACTED]' in str(e.value)
 
 # --- the smaller items -----------------------------------------------------------------------------------------
 

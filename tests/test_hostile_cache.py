@@ -2,23 +2,18 @@
 export, a row that is not UTF-8. Each test failed on the code before its fix."""
 import json, hashlib, subprocess, sys, warnings
 import pytest
-from judgelab.llm import Backend, Choice, Request
+from judgelab.llm import ScriptedBackend, Choice, Request
 from judgelab.cache import GenerationCache, CachedBackend, CacheImportError, request_key, row_checksum
 
-class Echo(Backend):
-    "Answers with a hash of the prompt; counts its calls (as in test_hardening, without its heavier imports)."
-    name = 'echo'
-    def __init__(self): self.calls = 0
-    def identity(self): return 'echo@1'
-    def run_jobs(self, jobs, progress=True):
-        for j in jobs:
-            self.calls += 1
-            yield j.index, Choice(hashlib.sha256(j.request.messages[-1]['content'].encode()).hexdigest()[:12], 'stop', 1, 3)
+def echo():
+    "A scripted backend that answers with a hash of the prompt (`count`: the samples it was asked for)."
+    return ScriptedBackend(lambda r: Choice(hashlib.sha256(r.messages[-1]['content'].encode()).hexdigest()[:12], 'stop', 1, 3),
+                           model='echo@1', name='echo')
 
 def _reqs(n): return [Request([{'role': 'user', 'content': f'text {i}'}]) for i in range(n)]
 
 def _texts(cache, reqs):
-    b = CachedBackend(Echo(), cache, verbose=False)
+    b = CachedBackend(echo(), cache, verbose=False)
     return b, [c.text for c in b.generate(reqs, progress=False)]
 
 def _write(path, rows): path.write_text(''.join(json.dumps(r) + '\n' for r in rows)); return path
@@ -64,7 +59,7 @@ def test_a_row_stripped_of_its_checksum_is_a_miss_and_an_edited_export_is_refuse
     cache.conn().execute("UPDATE generations SET choice = replace(choice, ?, 'forged'), checksum = NULL WHERE key = ?", (truth[1], k))
     v = cache.verify(); assert list(v) == [k] and v[k].startswith('no checksum'), v
     with pytest.warns(UserWarning, match='no checksum'): b, got = _texts(GenerationCache(tmp_path/'c.sqlite'), reqs)
-    assert got == truth and (b.last['hits'], b.inner.calls) == (2, 1)
+    assert got == truth and (b.last['hits'], b.inner.count) == (2, 1)
     assert cache.verify() == {}                                         # replaced by the regenerated, checksummed sample
     # the export carries each row's checksum; an edited row is refused by line and key, its checksum kept or removed
     rows = [json.loads(l) for l in (tmp_path/'x.jsonl').read_text().splitlines()]
@@ -95,7 +90,7 @@ def test_an_unreadable_row_is_a_miss_regenerated_and_listed(tmp_path, col, value
     v = cache.verify(); assert list(v) == [k] and v[k].startswith(f'unreadable stored row ({col}'), v
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter('always'); b, got = _texts(GenerationCache(tmp_path/'c.sqlite'), reqs)
-    assert got == truth and (b.last['hits'], b.inner.calls) == (2, 1)
+    assert got == truth and (b.last['hits'], b.inner.count) == (2, 1)
     assert 'unreadable stored row' in str(w[0].message)
     assert cache.verify() == {} and cache.get_many([k])[k].text == truth[2]     # regenerated and overwritten
     assert cache.export(tmp_path/'x.jsonl') == 3
