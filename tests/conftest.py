@@ -2,8 +2,6 @@ import os, sys, subprocess, json, threading, time, http.server
 from dataclasses import dataclass
 from pathlib import Path
 import pytest
-from judgelab.cache import GenerationCache
-from judgelab.models import get_backend
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -96,5 +94,7 @@ def ok(text='Rating: 2'):
 def err(code, msg='no', **hdrs): return code, hdrs, json.dumps(dict(error=dict(message=msg))).encode()
 
 def _backend(srv, tmp_path, **kw):
+    from judgelab.cache import GenerationCache          # imported here: loading the backends at conftest import slows the parsers'
+    from judgelab.models import get_backend             # timing tests (tests/llm/test_parse.py) run on their own
     return get_backend('openai', cache=GenerationCache(tmp_path/'c.sqlite'), base_url=f'http://127.0.0.1:{srv.port}/v1', model='m',
                        backoff=0.01, **kw)

@@ -245,6 +245,8 @@ def refused(res, *needles):
     assert 'Traceback' not in err, err[-3000:]
     for n in needles: assert n in err, (n, err[-3000:])
 
+# --- row 20: the Seahorse fetch ----------------------------------------------------------------------------------------
+
 HEAD = 'gem_id\tworker_lang\tsummary\tmodel\tquestion1\tquestion2\tquestion3\tquestion4\tquestion5\tquestion6\n'
 
 GOOD = {s: HEAD + f'xsum-{s}-1\ten-US\tA summary.\tt5_base\tYes\tYes\tNo\tYes\tUnsure\tNo\n' for s in ('train', 'validation', 'test')}

@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from tests.conftest import run_cli
 
+# --- `judgelab judgments import` trusts no name and loses nothing -----------------------------------------------
+
 def _items(n=3):
     from judgelab.data import load
     return load('topical_chat').items.item_id[:n].tolist()

@@ -25,6 +25,8 @@ def _refused(r, *messages):
         listed = [int(k) for k in re.findall(r'^- .*?: (\d+) row\(s\)', r.stderr, re.M)] or [len(re.findall(r'^  \S', r.stderr, re.M))]
         assert int(m.group(1)) == sum(listed), (m.group(1), listed, r.stderr)
 
+# --- 8: sample beyond int64 ---------------------------------------------------------------------------------------
+
 @pytest.mark.parametrize('big', [str(2**63), str(2**64), '1e19'])
 def test_a_sample_beyond_64_bits_is_refused(tmp_path, tmp_outputs, big):
     # before: rc 0, stored as -9223372036854775808 (2**63, 1e19) and the two rows became duplicates
@@ -38,6 +40,8 @@ def test_the_largest_int64_sample_is_kept_exactly(tmp_path, tmp_outputs):
     f = tmp_path/'s.jsonl'; f.write_text(json.dumps(dict(item_id=i[0], dimension='naturalness', score=2, sample=2**63 - 1)) + '\n')
     assert _import(f).returncode == 0
     assert pd.read_parquet(_stored(tmp_outputs))['sample'].tolist() == [2**63 - 1]
+
+# --- 9 and 10: one read of the file, one writer at a time -----------------------------------------------------------
 
 def _next_reader(fifo, proc, timeout=60):
     "The write end of `fifo` once a reader has opened it (the reader then waits in its read until we write and close); None when `proc` ends first."
@@ -129,6 +133,8 @@ def test_concurrent_imports_of_different_files_land_once(tmp_path, tmp_outputs):
         assert pd.read_parquet(_stored(tmp_outputs)).item_id.tolist() == [i[won]]
         assert _manifest_input(tmp_outputs, fs[won].name) == [hashlib.sha256(fs[won].read_bytes()).hexdigest()]
 
+# --- 11: encodings ------------------------------------------------------------------------------------------------
+
 def test_a_cp1252_file_is_refused_naming_its_line(tmp_path, tmp_outputs):
     # before: stored as 'caf\ufffd' (read with errors='replace')
     i = _items()
@@ -141,6 +147,8 @@ def test_utf8_with_a_byte_order_mark_is_read(tmp_path, tmp_outputs):
     f = tmp_path/'s.csv'; f.write_bytes(f'item_id,dimension,score,rationale\n{i[0]},naturalness,2,café\n'.encode('utf-8-sig'))
     assert _import(f).returncode == 0
     assert pd.read_parquet(_stored(tmp_outputs)).rationale.tolist() == ['café']
+
+# --- 12: large fields ---------------------------------------------------------------------------------------------
 
 def test_a_200k_character_rationale_is_imported_whole(tmp_path, tmp_outputs):
     # before: _csv.Error: field larger than field limit (131072), a traceback
@@ -155,6 +163,8 @@ def test_a_field_over_the_limit_is_refused_with_its_row(tmp_path, tmp_outputs):
     i = _items()
     f = tmp_path/'s.csv'; f.write_text(f'item_id,dimension,score,rationale\n{i[0]},naturalness,2,ok\n{i[1]},naturalness,2,{"x"*(MAX_FIELD_CHARS + 1)}\n')
     _refused(_import(f), f"row 3: field 'rationale' has {MAX_FIELD_CHARS + 1:,} characters, more than the limit of {MAX_FIELD_CHARS:,}")
+
+# --- 13: booleans, non-scalars, duplicate headers, control characters, score and failure --------------------------
 
 def _jsonl(path, rows): path.write_text(''.join(json.dumps(r) + '\n' for r in rows)); return path
 

@@ -21,6 +21,8 @@ def _functions(path, **ns):
             (isinstance(n, (ast.Import, ast.ImportFrom)) and any(a.name == 'prettytable' or getattr(n, 'module', '') == 'prettytable' for a in n.names))]
     g = dict(ns); exec(compile(ast.Module(body, []), str(path), 'exec'), g); return g
 
+# --- LLM_summeval (Shen et al. 2023): utils.py's parsers + extract_model_scores.py's loop + calc_data_corr.py's correlations
+
 def test_llm_summeval_reproduces_the_authors_scripts():
     D.group_files('summeval', 'llm_summeval')
     code = RAW/'judgments/llm_summeval/repo_code'
@@ -63,6 +65,8 @@ def test_llm_summeval_judges_and_failures():
                            'judgelab: failure; authors: a score read from the text', 'judgelab: a score; authors: their code fails', 'both fail'}
     assert (d.groupby(['judge', 'model', 'dimension'])['items'].sum() == 1200).all()
 
+# --- Closer-Look G-Eval runs (Chiang & Lee 2023): all_eval.py's meta() on their files
+
 def test_closerlook_geval_reproduces_all_eval():
     D.group_files('topical_chat', 'closerlook_geval')
     d = D.raw_dir('topical_chat')/'judgments/closerlook_geval'
@@ -82,6 +86,8 @@ def test_closerlook_geval_reads_list_numbers_as_list_numbers():
     # G-Eval's own rule ('^ ?([\d\.]+)', 0 when unmatched) reads these as 1 (the list number) and "Engagingness: 2" as 0
     geval = JM._geval_parse
     assert geval('1. Engagingness: 2') == 1.0 and geval('- Engagingness: 2') == 0.0 and geval('2') == 2.0
+
+# --- BatchEval: calulate_usr.py's get_score and its cross-round ('Cross subset SC') correlation
 
 def test_batcheval_reproduces_calulate_usr():
     D.group_files('topical_chat', 'batcheval')
@@ -117,6 +123,8 @@ def test_batcheval_maps_scores_to_items_and_uses_the_prompts_scale():
     assert u.score.max() > 1 and u.score.max() <= 2          # its prompt asks for [0, 2]; the dataset's scale is 0-1
     assert j.rationale.str.len().median() < 1000              # each item keeps its own analysis, not the whole batch reply
 
+# --- judgelab's parsers on the reply formats
+
 @pytest.mark.parametrize('text,want', [
     ('The summary is coherent. Final score: 4.', 4.0), ('..., resulting in a score of 2.', 2.0),
     ('therefore I would score it a 5 out of 5 in terms of fluency.', 5.0), ('I give it a 4.', 4.0),
@@ -143,6 +151,8 @@ def test_parse_choice_stars_geval_sample_and_batch():
     assert all(not p.ok for p in JM.parse_batch('no scores here', 4))
     assert all('missing' in p.failure for p in JM.parse_batch('Float Scores: [Sample1:2]', 2)[1:])
     assert all(not p.ok for p in JM.parse_batch('Float Scores: [Sample1:2, Sample1:3]', 2))
+
+# --- the registry's file groups, provenance, crowd ratings
 
 def test_file_groups_in_the_registry(tmp_path):
     se = D.DATASETS['summeval']

@@ -67,6 +67,8 @@ def test_llama_threads_env_empty_means_unset_and_bad_values_are_clear_errors(mon
         monkeypatch.setenv('JUDGELAB_LLAMA_THREADS', v)
         with pytest.raises(ValueError, match='JUDGELAB_LLAMA_THREADS must be a positive integer'): LlamaCppBackend()
 
+# ---- a real llama.cpp server on 127.0.0.1 -------------------------------------------------------------
+
 def free_port():
     with socket.socket() as s: s.bind(('127.0.0.1', 0)); return s.getsockname()[1]
 
@@ -123,6 +125,8 @@ def test_server_killed_mid_batch_then_rerun_generates_only_the_rest(http_stub, t
         assert rerun.last['hits'] == kept and rerun.last['generated'] == 10 - kept
         assert all(o.text.strip() for o in out)
     finally: p2.terminate(); p2.wait(10)
+
+# ---- stub HTTP servers for the retry policy ----------------------------------------------------------
 
 def stub(http_stub, codes):
     "A loopback chat-completions server answering the given status codes in turn (then 200 forever); `seen`: the request bodies."
@@ -183,6 +187,8 @@ def test_replay_mode_never_calls_a_model(http_stub, tmp_path):
     assert rp.generate([Request(msgs('a'))])[0].cached and len(seen) == n
     with pytest.raises(CacheMissError, match="1 of 1 samples for model 'm'"): rp.generate([Request(msgs('b'))])
     assert len(seen) == n
+
+# ---- strict OpenAI-compatible servers: no field beyond OpenAI's unless the server is known to take it -----------
 
 OPENAI_FIELDS = {'model', 'messages', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'n', 'seed', 'stop', 'logprobs',
                  'top_logprobs', 'stream', 'stream_options', 'response_format', 'frequency_penalty', 'presence_penalty', 'logit_bias',
@@ -336,6 +342,7 @@ def test_prefilled_rescoring_on_the_embedded_model(tmp_path):
 # Each test failed on the code before its fix.
 # ==============================================================================================================
 
+# --- the OpenAI-compatible client: patient with what is temporary, precise about what is not -------------------------
 def test_retry_after_is_honoured(http_stub, tmp_path):
     # before: Retry-After ignored (6 attempts spent in 8-15 s against a 429 asking for 4 s)
     srv, seen = scripted(http_stub, lambda n, b, h: err(429, 'slow down', **{'Retry-After': '1'}) if n < 2 else ok())
@@ -368,6 +375,8 @@ def test_a_server_that_echoes_the_api_key_cannot_leak_it(http_stub, tmp_path, mo
     assert 'sk-live' not in c.error and '[REDACTED]' in c.error, c.error
     with pytest.raises(BackendError) as e: b.generate([Request([{'role': 'user', 'content': 'y'}])])
     assert 'sk-live' not in str(e.value) and '[REDACTED]' in str(e.value)
+
+# --- the smaller items -----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize('name, options, message', [
     ('llamacpp', dict(n_ctx=10), 'n_ctx must be an integer >= 256'),              # before: passed, failed when the model loaded

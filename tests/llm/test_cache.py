@@ -32,6 +32,8 @@ def echo():
 
 def _reqs(n): return [Request([{'role': 'user', 'content': f'text {i}'}]) for i in range(n)]
 
+# --- the cache serves only what verifies ------------------------------------------------------------------------
+
 def test_flipped_bytes_in_cached_texts_are_never_served(tmp_path):
     # before: 50 of 2000 altered texts were served as hits (SQLite's integrity check says ok)
     cache = GenerationCache(tmp_path/'c.sqlite'); reqs = _reqs(2000)
@@ -138,6 +140,8 @@ assert c.get_many([sys.argv[2]])[sys.argv[2]].text == 'later'      # the first p
 r = Request([{'role': 'user', 'content': 'other process'}]); c.put(request_key('echo@1', r), 'echo@1', r, Choice('other')); c.close()
 """
 
+# --- row 4: a malformed import row ------------------------------------------------------------------------------
+
 @pytest.mark.parametrize('bad', [dict(backend={'name': 'echo'}), dict(created=None), dict(created='\ud800')])
 def test_a_failed_import_rolls_back_and_names_the_file_not_the_cache(tmp_path, bad):
     # before: CacheCorruptError ("move it aside") about a healthy cache, or a raw UnicodeEncodeError (a null `created` was
@@ -157,6 +161,8 @@ def test_a_failed_import_rolls_back_and_names_the_file_not_the_cache(tmp_path, b
     assert e.type is CacheImportError, f'{e.type.__name__}: {e.value}'
     msg = str(e.value)
     assert 'x.jsonl' in msg and 'line 3' in msg and 'nothing imported' in msg and 'Move it aside' not in msg, msg
+
+# --- row 6: a row without its checksum, an edited export ---------------------------------------------------------
 
 def test_a_row_stripped_of_its_checksum_is_a_miss_and_an_edited_export_is_refused(tmp_path):
     # before: a row edited with checksum=NULL was served and verify() reported nothing; exports carried no checksum, so
@@ -185,6 +191,8 @@ def test_a_row_stripped_of_its_checksum_is_a_miss_and_an_edited_export_is_refuse
     assert dst.import_(tmp_path/'x.jsonl') == 3 and dst.verify() == {}  # the unedited export imports whole
     assert _texts(dst, reqs)[1] == truth
 
+# --- row 7: a row that is not UTF-8 text, or of the wrong type ----------------------------------------------------
+
 @pytest.mark.parametrize('col,value', [('choice', "CAST(X'7B2274657874223A2022FF227D' AS TEXT)"),   # invalid UTF-8
                                        ('request', "CAST(X'FE' || CAST(request AS BLOB) AS TEXT)"),
                                        ('choice', "X'7B7D'"), ('model', "zeroblob(4)")])            # BLOBs, not text
@@ -200,6 +208,8 @@ def test_an_unreadable_row_is_a_miss_regenerated_and_listed(tmp_path, col, value
     assert 'unreadable stored row' in str(w[0].message)
     assert cache.verify() == {} and cache.get_many([k])[k].text == truth[2]     # regenerated and overwritten
     assert cache.export(tmp_path/'x.jsonl') == 3
+
+# --- the migration of a cache made before checksums, by two openers at once -----------------------------------------
 
 def _old_cache(p, n):
     import sqlite3

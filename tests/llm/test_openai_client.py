@@ -45,6 +45,8 @@ def backend(srv, tmp_path, **kw):
     b = get_backend('openai', cache=GenerationCache(tmp_path/'c.sqlite'), base_url=f'http://127.0.0.1:{srv.port}/v1', model='m', **kw)
     b.verbose = False; return b
 
+# --- 1. a redirect carries the key elsewhere ------------------------------------------------------------------------
+
 @pytest.mark.parametrize('code', [301, 302, 303])
 def test_a_redirect_is_never_followed_and_the_key_goes_nowhere_else(http_stub, tmp_path, monkeypatch, code):
     # before: the POST became a GET to the other port with `Authorization: Bearer <key>`, and its reply was the answer
@@ -71,6 +73,8 @@ def test_the_model_list_probe_does_not_follow_a_redirect_either(http_stub, tmp_p
     assert got == [], got
     assert b.inner.compat['how'] == 'GET /models: HTTP 307' and out[0].text == '1'
 
+# --- 2. a piece of the key across a truncation cut ------------------------------------------------------------------
+
 def test_a_key_across_the_200_character_cut_of_a_non_json_reply_is_not_leaked(http_stub, tmp_path, monkeypatch):
     # before: the body was cut at 200 characters, then the whole key replaced: the 14 characters before the cut leaked
     monkeypatch.setenv('MY_KEY', KEY)
@@ -91,6 +95,8 @@ def test_a_key_across_the_2000_character_cut_of_an_error_reply_is_not_leaked(htt
     c = backend(srv, tmp_path, api_key_env='MY_KEY').generate([Request(msgs('x'))])[0].choices[0]
     assert c.error and 'HTTP 403' in c.error and '[REDACTED]' in c.error and 'y'*100 in c.error, c.error
     assert leaked(c.error) == [], leaked(c.error)
+
+# --- 14. a whole-request deadline -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize('where', ['headers', 'body'])
 def test_a_reply_trickled_one_byte_at_a_time_is_cut_off_at_the_deadline(http_stub, tmp_path, where):
@@ -113,6 +119,8 @@ def test_a_reply_trickled_one_byte_at_a_time_is_cut_off_at_the_deadline(http_stu
         b.generate([Request(msgs('x'))])
     assert finished == [], 'the client waited for the whole trickle'
     assert len(b.cache) == 0
+
+# --- 15. a reply over the size limit; malformed fields ------------------------------------------------------------
 
 @pytest.mark.parametrize('length', [True, False], ids=['content-length', 'read-to-close'])
 def test_a_50_mb_reply_is_refused_without_being_read_whole(http_stub, tmp_path, length):
@@ -158,6 +166,8 @@ def test_a_malformed_reply_is_that_requests_failure_never_cached_never_a_batch_a
     err = worse.choices[0].error
     assert worse.text == '' and err and 'malformed response to request 1' in err and what in err, err
     assert len(b.cache) == 1 and b.last['failed'] == 1
+
+# --- the key echoed by the model ------------------------------------------------------------------------------------
 
 def test_a_key_echoed_by_the_model_never_reaches_the_cache(http_stub, tmp_path, monkeypatch):
     # before: the reply's text (and tokens) went into the cache with the key in them

@@ -130,6 +130,8 @@ def test_other_methods_tables_have_no_valid_mass_column():
     j = run('analyze_rate', se, ScriptedBackend(lambda r, s: Choice('Analysis: fine.\nRating: 4', 'stop', 5, 100)), dims=[dim], items=items, progress=False)
     assert 'valid_mass' not in j and 'valid_mass' not in summarize(j)
 
+# --- the embedded model -----------------------------------------------------------------------------------------
+
 @pytest.fixture(scope='module')
 def embedded():
     from judgelab.backends import LlamaCppBackend

@@ -51,6 +51,7 @@ def test_papermill_reads_every_parameter_of_every_template():
         names = re.findall(r'^(\w+)\s*:', src, flags=re.M)
         assert list(pm.inspect_notebook(str(nb))) == names, nb.name
 
+# ---- the package's import structure (DESIGN.md, "Turn 2"): layered, every import at module top, no cycle ----
 LIB = ROOT/'judgelab'
 
 # bottom to top; a module imports only modules of LOWER layers. prompts and parse sit lower than DESIGN.md draws
@@ -146,6 +147,7 @@ def test_executed_notebooks_have_no_stderr():
         if n: bad[str(f.relative_to(ROOT))] = n
     assert not bad, f'{len(bad)} executed notebooks write to stderr: {dict(list(bad.items())[:5])}'
 
+# ---- every public function taking a dataset accepts its name or a loaded Dataset (issue: users pass names) ----
 DATASET_PARAMS = ('ds', 'dataset', 'dataset_or_gt')
 
 # prompts sit below the data layer (pure: templates in, requests out): they take a loaded Dataset and say so

@@ -26,6 +26,8 @@ def _tracked(*folders)->set:
     out = subprocess.run(['git', 'ls-files', '--', *folders], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     return set(out.split())
 
+# ---- what is packaged, and where it is read (no build needed) ----
+
 def test_manifest_grafts_the_resources_of_settings_ini():
     lines = [l.split() for l in (ROOT/'MANIFEST.in').read_text().splitlines() if l.strip() and not l.startswith('#')]
     assert [l[1] for l in lines if l[0] == 'graft'] == RESOURCES
@@ -47,6 +49,8 @@ def test_version_comes_from_settings_ini(capsys):
     assert judgelab.__version__ == VERSION
     with pytest.raises(SystemExit) as e: main(['--version'])
     assert e.value.code == 0 and capsys.readouterr().out.strip() == f'judgelab {VERSION}'
+
+# ---- citation metadata ----
 
 def test_codemeta_citation_and_settings_agree():
     cff = yaml.safe_load((ROOT/'CITATION.cff').read_text())
@@ -91,6 +95,8 @@ def test_cffconvert_rejects_an_invalid_file(tmp_path):
     (tmp_path/'CITATION.cff').write_text(yaml.safe_dump(cff, allow_unicode=True))
     r = subprocess.run([str(_cffconvert()), '--validate', '-i', str(tmp_path/'CITATION.cff')], capture_output=True, text=True)
     assert r.returncode != 0
+
+# ---- the build, the wheel, and the wheel installed ----
 
 @pytest.fixture(scope='module')
 def dist(tmp_path_factory):

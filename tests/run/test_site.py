@@ -40,6 +40,8 @@ def _parse(p:Path)->_Page:
 
 def _pages(site:Path)->list: return sorted(site.rglob('*.html'))
 
+# ---- what the site holds ----
+
 def test_site_has_every_page_and_artifact(built):
     nbs = sorted(p for p in (ROOT/'papermill_runs'/SWEEP).rglob('*.ipynb') if not p.name.endswith('.failed.ipynb'))
     for nb in nbs:
@@ -84,6 +86,8 @@ def test_figure_captions_come_from_the_notebooks(built):
     cap = next(r['caption'] for r in rows if 'outputs/embedded/data_overview/figures/dimension_correlations.png' in r['artifacts'])
     assert cap.startswith('Spearman correlation between the human means') and html.escape(cap, quote=False) in index
     assert re.search(r'href="runs/embedded/data_overview\.html#cell-id=[0-9a-f]+"', index)
+
+# ---- offline, relative, this machine nowhere ----
 
 def test_no_page_loads_anything_from_the_network(built):
     bad = []
@@ -138,6 +142,8 @@ def test_make_site_and_ci():
     assert re.search(r'^pytest: .*\bbrowser\b', mk, re.M) and re.search(r'^browser:\n(\t.*\n)*\t.*apt-get install .*chromium chromium-driver', mk, re.M)
     assert 'make test' in (ROOT/'.ci/run').read_text()
     assert '_site/' in (ROOT/'.gitignore').read_text().splitlines()
+
+# ---- in a real browser ----
 
 @pytest.fixture(scope='module')
 def browser(tmp_path_factory):

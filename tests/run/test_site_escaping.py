@@ -54,6 +54,8 @@ def _unsafe(page:str)->list:
                 bad.append(f'<{tag} {k}="{v}">')
     return bad
 
+# ---- fast: the HTML strings ----
+
 def test_table_cells_and_prose_from_data_are_escaped():
     md = ('<!-- a caption -->\n| judge | model | rationale |\n|:--|:--|:--|\n'
           + ''.join(f'| evil | {MODEL} | {p.replace("|", "/")} |\n' for p in PAYLOADS))
@@ -85,6 +87,8 @@ def test_notebook_outputs_from_data_are_made_safe(tmp_path):
     assert not _unsafe(h), _unsafe(h)
     # what the outputs said is still on the page, as text and as a table; the template's own HTML is kept
     assert '&lt;img src=x onerror=' in h and '<table' in h and '<strong>org/' in h and '<em>its own</em>' in h
+
+# ---- a site built from a hostile import and run ----
 
 RUN_NB = r'''
 import os, pandas as pd, matplotlib; matplotlib.use('Agg')
@@ -146,6 +150,8 @@ def test_the_site_of_a_hostile_run_has_no_markup_from_data(hostile_site):
     index = (hostile_site/'index.html').read_text()
     assert 'audit_hostile_scores' in index and '<figure class="card"' in index and 'the verdicts of' in index
 
+# ---- in a real browser ----
+
 @pytest.fixture(scope='module')
 def browser(tmp_path_factory):
     "Headless Chromium through chromedriver (as tests/run/test_site.py): `make browser` installs them."
@@ -185,6 +191,8 @@ def test_no_payload_runs_in_the_browser(hostile_site, browser, page):
     assert r['pwned'] is None and r['title'] != 'pwned', (page, r['pwned'], r['title'])
     assert not r['on'] and not r['js'] and r['scripts'] == 0, (page, r['on'][:5], r['js'][:5], r['scripts'])
     assert 'onerror=' in r['text'], page          # the payloads are on the page, as text a reader sees
+
+# ---- the markdown that report writes: a name stays in its cell, a caption in its comment ----
 
 def test_a_hostile_name_stays_in_its_table_cell_and_caption(tmp_outputs):
     import re

@@ -346,6 +346,7 @@ def test_a_run_folder_holding_other_runs_refuses(repo):
     assert r.returncode != 0 and 'holds results of other runs' in (r.stdout + r.stderr), r.stdout + r.stderr
     assert (repo/'outputs'/J1/'manifest.jsonl').exists() and (repo/'outputs'/J2/'manifest.jsonl').exists()
 
+# --- run ids: properties over generated grids (hypothesis) -----------------------------------------------------------
 _ID_PART = st.text(alphabet='ax-_/.1', min_size=1, max_size=6)
 
 @given(st.lists(_ID_PART, min_size=1, max_size=8))

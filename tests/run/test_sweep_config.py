@@ -42,6 +42,8 @@ def refused(res, *needles):
     assert 'Traceback' not in err, err[-3000:]
     for n in needles: assert n in err, (n, err[-3000:])
 
+# --- row 16: types and recursive aliases ------------------------------------------------------------------------------
+
 def test_template_that_is_not_a_string_names_its_key(tmp_path, cli):
     cfg = tmp_path/'h.yaml'; cfg.write_text("name: h\nexperiments:\n  audit:\n    template: 5\n")
     refused(cli('sweep', cfg, '--dry-run'), 'h.yaml:4: experiments.audit.template must be a string', 'not a number (5)')   # before: TypeError
@@ -55,6 +57,8 @@ def test_recursive_alias_is_refused_with_its_line(tmp_path, cli):
     cfg = tmp_path/'h.yaml'
     cfg.write_text(f"name: h\ndefaults: &d\n  seed: *d\nexperiments:\n  audit:\n    template: {AUDIT}\n")
     refused(cli('sweep', cfg, '--dry-run'), 'h.yaml:2: a recursive alias')                                   # before: RecursionError
+
+# --- row 17: bounded expansion ----------------------------------------------------------------------------------------
 
 def test_billion_laughs_is_refused_before_it_is_built(tmp_path, cli):
     levels = ['  l0: &l0 [' + ', '.join(['lol'] * 10) + ']']
@@ -70,6 +74,8 @@ def test_a_million_run_grid_is_refused_before_it_is_expanded(tmp_path, cli):
     refused(cli('sweep', cfg, '--dry-run'), "h.yaml:5: experiment 'audit' expands to 1,000,000 runs (grid n_boot 1,000 x n_sim 1,000)",
             'at most 5,000 runs')
 
+# --- row 18: templates from the repository only ----------------------------------------------------------------------
+
 @pytest.mark.parametrize('spelling', ['relative', 'absolute'])
 def test_template_outside_the_repository_is_refused(tmp_path, cli, monkeypatch, spelling):
     template(tmp_path/'evil.ipynb', "x: int = 0", "open('executed', 'w').write('ran')")
@@ -81,6 +87,8 @@ def test_template_outside_the_repository_is_refused(tmp_path, cli, monkeypatch, 
     monkeypatch.setenv('JUDGELAB_TEMPLATE_DIRS', str(tmp_path))
     from judgelab.sweep import load_sweep
     assert [r.template.resolve() for r in load_sweep(cfg).runs] == [(tmp_path/'evil.ipynb').resolve()]
+
+# --- row 19: --unlock while a sweep runs -------------------------------------------------------------------------------
 
 @pytest.fixture
 def repo(tmp_path, monkeypatch):

@@ -101,6 +101,8 @@ def test_without_the_null_the_verdict_reads_the_plain_excess():
     assert 'excess_corrected' not in A.pairs and v.loc['coherence', 'status'] == 'dependence beyond human raters'
     assert 'coherence leans on fluency beyond human raters: excess CorrGap' in repr(A)
 
+# --- inference over judges ---------------------------------------------------------------------------------------------
+
 def _mat(judge, model, excess, p, seed=0):
     "A CorrGapMatrix with two targets x one other, given excess values and p's."
     from judgelab.corrgap import CorrGapMatrix
@@ -154,6 +156,8 @@ def test_judge_inference_distinct_judges():
     assert r.n_models == r.n_prompt_families == 10 and r.note == ''
     assert all(np.isfinite(r[c]) for c in ['lo_model', 'hi_model', 'lo_prompt', 'hi_prompt', 'lo_two-way', 'hi_two-way'])
     assert r.ci_lo > 0 and r.p_mean_le_0 < 0.01
+
+# --- quality groups ----------------------------------------------------------------------------------------------------
 
 def test_quality_cut_moves_off_a_constant_ceiling():
     from judgelab.corrgap import quality_cut

@@ -32,6 +32,8 @@ def test_audit_reads_a_200k_character_rationale(tmp_path, sandbox):
     _refused(r, 'unknown item_id: 1 row(s) (file rows 3)', '1 problem(s)')
     assert not (tmp_path/'outputs').exists() and not (tmp_path/'runs').exists()
 
+# --- 5: the audit checks its arguments before it touches an earlier audit --------------------------------------------
+
 def _earlier_audit(tmp_path, sandbox, judge='good'):
     "An earlier audit of `good.csv` (its stored judgments, a table and its notebook), as `judgelab audit` leaves it."
     i = _items('summeval')

@@ -247,6 +247,8 @@ def test_spearman_engine_rank_compression_equals_uncompressed_and_scipy(xkind):
     wref = [corr(np.repeat(x, w.astype(int)), np.repeat(y, w.astype(int))) for w in W]  # copies are tied items
     np.testing.assert_allclose(wa, wref, atol=1e-12, rtol=0); np.testing.assert_allclose(wb, wref, atol=1e-12, rtol=0)
 
+# ---- ties='fractional' (the default): invariance, weights, weighted correlations ----
+
 def _summeval_pair(n=None, seed=0):
     from judgelab.data import load
     hm = load('summeval').human_mean(); rng = np.random.default_rng(seed)
@@ -415,6 +417,7 @@ def test_point_estimates_of_judges_with_different_items_equal_one_judge_at_a_tim
                 assert np.allclose(a.h[i], b.h, atol=1e-12, rtol=0) and np.allclose(a.j[i], b.j, atol=1e-12, rtol=0), (method, ties, k)
                 assert np.isfinite(b.j).all()
 
+# --- dependence_weight: the errors-in-variables estimate of the judge's weight w on the non-target ---
 def _dw_sims(N, n, **kw):
     "dependence_weight's rows for N seeded simulate_raters datasets."
     out = []
