@@ -141,7 +141,7 @@ def stub(http_stub, codes):
 
 def test_http_stub_answers_by_path_records_every_request_and_shuts_down(http_stub):
     import urllib.request, urllib.error
-    from conftest import StubServer
+    from tests.conftest import StubServer
     srv = http_stub({'/v1/x': lambda req: (201, {'X-Seen': str(req.n)}, {'got': req.json})})
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     r = opener.open(urllib.request.Request(f'{srv.url}/v1/x?q=1', data=b'{"a": 1}', method='POST'), timeout=10)
