@@ -73,12 +73,12 @@ nbtest: venv data
 pytest: venv data tools browser
 	$(BIN)/python -m pytest -q tests
 
-# tests/test_site.py opens the built site in headless Chromium: Debian's chromium and chromium-driver, installed when
+# tests/run/test_site.py opens the built site in headless Chromium: Debian's chromium and chromium-driver, installed when
 # missing (apt; sudo when not root)
 browser:
 	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
 	  SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO="sudo"; start=$$(date +%s); \
-	  echo "Installing Debian's chromium and chromium-driver for tests/test_site.py"; \
+	  echo "Installing Debian's chromium and chromium-driver for tests/run/test_site.py"; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null \
 	    && echo "installed chromium and chromium-driver in $$(( $$(date +%s) - start )) s"; fi
 
@@ -123,7 +123,7 @@ dist: venv
 	rm -rf dist
 	$(BIN)/python -m build --outdir dist
 
-# cffconvert pins jsonschema 3, which Jupyter's jsonschema 4 excludes: it gets its own small venv (tests/test_release.py uses it)
+# cffconvert pins jsonschema 3, which Jupyter's jsonschema 4 excludes: it gets its own small venv (tests/run/test_release.py uses it)
 TOOLS := $(VENV)/tools
 CFFCONVERT := $(TOOLS)/cffconvert/bin/cffconvert
 tools: $(CFFCONVERT)

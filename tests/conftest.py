@@ -76,3 +76,25 @@ def http_stub():
         s = StubServer(routes); servers.append(s); return s
     yield start
     for s in servers: s.close()
+
+# ---- an OpenAI-compatible chat server scripted request by request (a stub server) and the client pointed at it --------------
+
+def scripted(http_stub, script):
+    """A loopback chat-completions server (the `http_stub` fixture): `script(n, body, headers)` -> (status, headers, bytes)
+    for the n-th request (0-based); the requests are recorded as (arrival time, body, headers)."""
+    seen = []
+    def chat(req):
+        seen.append((req.t, req.json, dict(req.headers)))
+        return script(len(seen) - 1, req.json, req.headers)
+    return http_stub({'/v1/chat/completions': chat}), seen
+
+def ok(text='Rating: 2'):
+    return 200, {}, json.dumps(dict(choices=[dict(message=dict(role='assistant', content=text), finish_reason='stop')],
+                                    usage=dict(prompt_tokens=5, completion_tokens=3))).encode()
+def err(code, msg='no', **hdrs): return code, hdrs, json.dumps(dict(error=dict(message=msg))).encode()
+
+def _backend(srv, tmp_path, **kw):
+    from judgelab.cache import GenerationCache          # imported here: loading the backends at conftest import slows the parsers'
+    from judgelab.models import get_backend             # timing tests (tests/llm/test_parse.py) run on their own
+    return get_backend('openai', cache=GenerationCache(tmp_path/'c.sqlite'), base_url=f'http://127.0.0.1:{srv.port}/v1', model='m',
+                       backoff=0.01, **kw)

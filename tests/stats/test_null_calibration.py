@@ -1,0 +1,39 @@
+"""The reliability-matched null where it was miscalibrated: rater alpha 0.2 and a judge far more reliable than one rater.
+There the fitted null's mean moves against the observed excess (the fitted latent correlation of t and o comes out
+high where the realised rater noise makes the excess come out low), so the simulations' own spread is too narrow for
+excess - excess_null. `matched_null` refits every simulated dataset and widens its sd by that covariance."""
+
+import os
+import numpy as np, pandas as pd
+from judgelab.corrgap import matched_null, simulate_raters, sigma_for_alpha
+
+BASE = int(os.environ.get('JUDGELAB_NULL_TEST_SEED', '700'))     # the seed block (checked at 700, 1700, 2700)
+
+def _cell(alpha, ratio, n_data, base=BASE, n_items=400, n_sim=30, K=3):
+    "One simulated dataset per seed, a judge with `ratio` times a rater's noise and no dependence; matched_null's row with its simulations."
+    s = sigma_for_alpha(alpha); out = []
+    for d in range(n_data):
+        sim = simulate_raters(n_items, K, sigma=s, judge_sigma=ratio*s, per_doc=10, seed=base + d)
+        r = matched_null({'j': sim['pred']}, sim['R_t'], sim['R_o'], docs=sim['docs'], n_sim=n_sim, seed=d, keep_sims=True).iloc[0]
+        sims = np.asarray(r.sims, float); sims = sims[np.isfinite(sims)]
+        out.append(dict(excess=r.excess, excess_null=r.excess_null, sd=r.excess_null_sd, sd_sims=sims.std(ddof=1), dof=r.get('null_dof', np.nan),
+                        n_sim=r.n_sim, p=r.p_corrected))
+    return pd.DataFrame(out)
+
+def test_null_sd_holds_the_fit_error_where_it_runs_against_the_excess():
+    """Alpha 0.2, a tenth of a rater's noise: the null's sd is clearly wider than its simulations' own spread (the fit's
+    error and its negative covariance with the excess; it was exactly that spread before), never narrower, and it
+    covers the spread of the corrected excess over the datasets."""
+    r = _cell(0.2, 0.1, 12)
+    ratio = (r.sd/r.sd_sims).mean()
+    assert ratio >= 1.1, f'the null sd is only {ratio:.3f} x the simulations\' own sd'
+    assert (r.sd >= r.sd_sims - 1e-12).all()
+    assert (r.n_sim == 30).all() and r.dof.between(30 - 1 - 5, 30 - 2).all(), r[['n_sim', 'dof']]   # a slope on 4-5 parameters (a judge loading at its bound does not vary)
+    spread = (r.excess - r.excess_null).std(ddof=1)/np.sqrt((r.sd**2).mean())
+    assert spread <= 1.2, f'the corrected excess varies {spread:.2f} x the null sd over the datasets'
+
+def test_null_stays_close_to_its_simulations_where_raters_agree():
+    "Alpha 0.7, a judge as noisy as one rater: the fit is precise, so the null's sd stays close to its simulations' spread."
+    r = _cell(0.7, 1.0, 4)
+    ratio = (r.sd/r.sd_sims).mean()
+    assert 1 - 1e-12 <= ratio <= 1.15, ratio
