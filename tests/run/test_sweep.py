@@ -152,9 +152,9 @@ def cache_rows(repo):
             raise
 
 def snapshot(repo)->dict:
-    "Every file of the project's results, with its bytes: what a filtered sweep must leave alone."
+    "Every file of the project's results, with its bytes: what a filtered sweep must leave alone (not the generation cache, not outputs/tmp/: scratch and lock files, never committed)."
     return {str(f.relative_to(repo)): f.read_bytes() for d in ('outputs', 'papermill_runs', '.snakemake/metadata')
-            for f in sorted((repo/d).rglob('*')) if f.is_file() and 'cache' not in f.parts}
+            for f in sorted((repo/d).rglob('*')) if f.is_file() and 'cache' not in f.parts and f.relative_to(repo).parts[:2] != ('outputs', 'tmp')}
 
 KILL_SWEEP = """name: k
 experiments:
