@@ -1,4 +1,5 @@
-import os, sys, subprocess, json, threading, time, http.server
+import os, re, sys, signal, subprocess, json, threading, time, http.server
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 import pytest
@@ -98,3 +99,44 @@ def _backend(srv, tmp_path, **kw):
     from judgelab.models import get_backend             # timing tests (tests/llm/test_parse.py) run on their own
     return get_backend('openai', cache=GenerationCache(tmp_path/'c.sqlite'), base_url=f'http://127.0.0.1:{srv.port}/v1', model='m',
                        backoff=0.01, **kw)
+
+# --- the CLI in this process, and what a refusal looks like --------------------------------------------------------
+
+GUARD_S = 60   # a guard, not a measurement: the refusals take well under a second
+
+@contextmanager
+def guard(seconds=GUARD_S):
+    "Fail (TimeoutError) instead of hanging when the code inside runs past `seconds`."
+    def stop(*_): raise TimeoutError(f'still running after {seconds} s')
+    old = signal.signal(signal.SIGALRM, stop); signal.alarm(seconds)
+    try: yield
+    finally: signal.alarm(0); signal.signal(signal.SIGALRM, old)
+
+@pytest.fixture
+def cli(capsys, tmp_path, monkeypatch):
+    "`judgelab ARGS` in this process: (exit status, stdout, stderr); a sweep's working folders under tmp_path, never the checkout's."
+    monkeypatch.setenv('JUDGELAB_OUTPUTS', str(tmp_path/'outputs')); monkeypatch.setenv('JUDGELAB_RUNS', str(tmp_path/'runs'))
+    monkeypatch.delenv('JUDGELAB_TEMPLATE_DIRS', raising=False)
+    def run(*args):
+        capsys.readouterr()
+        from judgelab.cli import main
+        with guard(): rc = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return rc, out, err
+    return run
+
+def refused(res, *needles):
+    "Exit 2 (the CLI's bad-input status), every needle in the message, no traceback."
+    rc, out, err = res
+    assert rc == 2, (rc, out[-2000:], err[-3000:])
+    assert 'Traceback' not in err, err[-3000:]
+    for n in needles: assert n in err, (n, err[-3000:])
+
+def refused_run(r, *messages):
+    "rc 2 (bad input), each message in stderr, no traceback; the problem count said equals the rows listed per problem."
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr[-3000:])
+    assert 'Traceback' not in r.stderr, r.stderr[-3000:]
+    for m in messages: assert m in r.stderr, (m, r.stderr)
+    if m := re.search(r'(\d+) problem\(s\)', r.stderr):
+        listed = [int(k) for k in re.findall(r'^- .*?: (\d+) row\(s\)', r.stderr, re.M)] or [len(re.findall(r'^  \S', r.stderr, re.M))]
+        assert int(m.group(1)) == sum(listed), (m.group(1), listed, r.stderr)

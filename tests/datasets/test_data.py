@@ -8,7 +8,7 @@ from judgelab import judgments as JM
 import io, signal, zipfile
 from contextlib import contextmanager
 from judgelab.cli import main
-from tests.conftest import run_cli
+from tests.conftest import run_cli, guard, refused
 
 # ==============================================================================================================
 # Data layer, end to end: counts, joins, published judgments, and the clear errors.
@@ -215,35 +215,6 @@ def test_data_info_says_where_the_files_of_a_missing_dataset_go():
 # A corrupt or garbage Seahorse download is a clear error (the CLI's exit 2, no traceback) and nothing is written or
 # pinned. The CLI runs in this process (`judgelab.cli.main`) under a guard alarm.
 # ==============================================================================================================
-
-GUARD_S = 60   # a guard, not a measurement: the refusals take well under a second
-
-@contextmanager
-def guard(seconds=GUARD_S):
-    "Fail (TimeoutError) instead of hanging when the code inside runs past `seconds`."
-    def stop(*_): raise TimeoutError(f'still running after {seconds} s')
-    old = signal.signal(signal.SIGALRM, stop); signal.alarm(seconds)
-    try: yield
-    finally: signal.alarm(0); signal.signal(signal.SIGALRM, old)
-
-@pytest.fixture
-def cli(capsys, tmp_path, monkeypatch):
-    "`judgelab ARGS` in this process: (exit status, stdout, stderr); a sweep's working folders under tmp_path, never the checkout's."
-    monkeypatch.setenv('JUDGELAB_OUTPUTS', str(tmp_path/'outputs')); monkeypatch.setenv('JUDGELAB_RUNS', str(tmp_path/'runs'))
-    monkeypatch.delenv('JUDGELAB_TEMPLATE_DIRS', raising=False)
-    def run(*args):
-        capsys.readouterr()
-        with guard(): rc = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return rc, out, err
-    return run
-
-def refused(res, *needles):
-    "Exit 2 (the CLI's bad-input status), every needle in the message, no traceback."
-    rc, out, err = res
-    assert rc == 2, (rc, out[-2000:], err[-3000:])
-    assert 'Traceback' not in err, err[-3000:]
-    for n in needles: assert n in err, (n, err[-3000:])
 
 # --- row 20: the Seahorse fetch ----------------------------------------------------------------------------------------
 

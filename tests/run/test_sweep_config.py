@@ -8,39 +8,10 @@ from contextlib import contextmanager
 from pathlib import Path
 import pytest
 from judgelab.cli import main
-from tests.conftest import BIN, ROOT
+from tests.conftest import BIN, ROOT, GUARD_S, guard, refused
 from tests.run.conftest import make_repo, template
 
-GUARD_S = 60   # a guard, not a measurement: the refusals take well under a second
-
 AUDIT = "nbs/experiments/corrgap_audit.ipynb"
-
-@contextmanager
-def guard(seconds=GUARD_S):
-    "Fail (TimeoutError) instead of hanging when the code inside runs past `seconds`."
-    def stop(*_): raise TimeoutError(f'still running after {seconds} s')
-    old = signal.signal(signal.SIGALRM, stop); signal.alarm(seconds)
-    try: yield
-    finally: signal.alarm(0); signal.signal(signal.SIGALRM, old)
-
-@pytest.fixture
-def cli(capsys, tmp_path, monkeypatch):
-    "`judgelab ARGS` in this process: (exit status, stdout, stderr); a sweep's working folders under tmp_path, never the checkout's."
-    monkeypatch.setenv('JUDGELAB_OUTPUTS', str(tmp_path/'outputs')); monkeypatch.setenv('JUDGELAB_RUNS', str(tmp_path/'runs'))
-    monkeypatch.delenv('JUDGELAB_TEMPLATE_DIRS', raising=False)
-    def run(*args):
-        capsys.readouterr()
-        with guard(): rc = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return rc, out, err
-    return run
-
-def refused(res, *needles):
-    "Exit 2 (the CLI's bad-input status), every needle in the message, no traceback."
-    rc, out, err = res
-    assert rc == 2, (rc, out[-2000:], err[-3000:])
-    assert 'Traceback' not in err, err[-3000:]
-    for n in needles: assert n in err, (n, err[-3000:])
 
 # --- row 16: types and recursive aliases ------------------------------------------------------------------------------
 

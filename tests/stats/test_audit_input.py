@@ -5,20 +5,11 @@ import re, shutil
 from pathlib import Path
 import pandas as pd
 import pytest
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, run_cli, refused_run as _refused
 
 def _items(name='topical_chat', n=3):
     from judgelab.data import load
     return load(name).items.item_id[:n].tolist()
-
-def _refused(r, *messages):
-    "rc 2 (bad input), each message in stderr, no traceback; the problem count said equals the rows listed per problem."
-    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr[-3000:])
-    assert 'Traceback' not in r.stderr, r.stderr[-3000:]
-    for m in messages: assert m in r.stderr, (m, r.stderr)
-    if m := re.search(r'(\d+) problem\(s\)', r.stderr):
-        listed = [int(k) for k in re.findall(r'^- .*?: (\d+) row\(s\)', r.stderr, re.M)] or [len(re.findall(r'^  \S', r.stderr, re.M))]
-        assert int(m.group(1)) == sum(listed), (m.group(1), listed, r.stderr)
 
 @pytest.fixture
 def sandbox(tmp_path):
