@@ -502,7 +502,7 @@ def _params(p:dict)->str:
 def _lib_notebooks(nbs_dir:Path)->list:
     "[(notebook, module or None, title, summary)] of the library notebooks nbs/NN_*.ipynb."
     out = []
-    for p in sorted(nbs_dir.glob('[0-9][0-9]*_*.ipynb')):
+    for p in [*sorted(nbs_dir.glob('[0-9][0-9]*_*.ipynb')), *nbs_dir.glob('explanations.ipynb')]:   # and the methods explained
         nb = nbformat.read(p, as_version=4)
         mod = next((m.group(1) for c in nb.cells if c.cell_type == 'code' for m in [re.search(r'^#\|\s*default_exp\s+(\S+)', c.source, re.M)] if m), None)
         title, summ = '', ''
