@@ -23,6 +23,7 @@ _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newlin
 # %% ../nbs/03_prompts.ipynb #68df0c89
 def plural(word:str)->str:
     "The plural of an English noun (or of a label's last word) for templates: 'summary' -> 'summaries', 'story' -> 'stories', 'response' -> 'responses', 'Dialogue history' -> 'Dialogue histories'."
+    word = str(word)      # a variable the caller did not give (jinja2's StrictUndefined) raises UndefinedError here: a PromptError
     if re.search(r'[^aeiou]y$', word, re.I): return word[:-1] + ('IES' if word[-1].isupper() else 'ies')
     if re.search(r'(?:s|x|z|ch|sh)$', word, re.I): return word + ('ES' if word[-1].isupper() else 'es')
     return word + ('S' if word[-1:].isupper() else 's')
