@@ -13,11 +13,14 @@ def __getattr__(name):
     "Top-level names resolved on first use: `audit`, `Audit`, and every judgelab module (`judgelab.stats`, ...)."
     import importlib
     if name in _LAZY:
-        mod, attr = _LAZY[name]; value = getattr(importlib.import_module(f'{__name__}.{mod}'), attr)
-        globals()[name] = value; return value
+        mod, attr = _LAZY[name]
+        value = getattr(importlib.import_module(f'{__name__}.{mod}'), attr)
+        globals()[name] = value
+        return value
     try: return importlib.import_module(f'{__name__}.{name}')
     except ModuleNotFoundError as e:
         if e.name != f'{__name__}.{name}': raise
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+# %% ../nbs/15_init.ipynb #b16303e3
 def __dir__(): return sorted(set(globals()) | set(_LAZY))

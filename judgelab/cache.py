@@ -18,15 +18,18 @@ def canonical_json(obj)->str:
     "Deterministic JSON: sorted keys, no whitespace, UTF-8 kept."
     return json.dumps(obj, sort_keys=True, separators=(',', ':'), ensure_ascii=False)
 
+# %% ../nbs/02b_cache.ipynb #b8ad7d7b
 def _key(model, messages, sampling, seed, sample)->str:
     payload = dict(model=model, messages=messages, sampling=sampling, sample=sample, seed=sample_seed(seed, sample))
     return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
 
+# %% ../nbs/02b_cache.ipynb #a61b2b4f
 def request_key(model:str, # backend-independent model identity
                 request:Request, sample:int=0)->str:
     "The cache key of sample `sample` of `request` on `model`."
     return _key(model, request.messages, request.sampling(), request.seed, sample)
 
+# %% ../nbs/02b_cache.ipynb #20b986b0
 def stored_key(model:str, # the row's model identity
                request:str, # the row's stored request (canonical JSON of messages, sampling, seed, sample)
               )->str:
@@ -34,16 +37,21 @@ def stored_key(model:str, # the row's model identity
     r = json.loads(request)
     return _key(model, r['messages'], r['sampling'], r['seed'], r['sample'])
 
+# %% ../nbs/02b_cache.ipynb #c5e2fbfc
 def row_checksum(key:str, model:str, request:str, choice:str)->str:
     "sha256 over a row's key, model, request and payload (the generated sample), as stored."
     return hashlib.sha256(canonical_json([key, model, request, choice]).encode()).hexdigest()
 
-
 # %% ../nbs/02b_cache.ipynb #ac063e33
 class CacheMissError(RuntimeError): "Replay mode met requests that are not in the cache."
+
+# %% ../nbs/02b_cache.ipynb #7931e308
 class CacheCorruptError(RuntimeError): "The cache file is not a readable SQLite database."
+
+# %% ../nbs/02b_cache.ipynb #5001fabe
 class CacheImportError(ValueError): "An exported file could not be imported (rows that do not verify, malformed rows, an unreadable file); nothing was imported."
 
+# %% ../nbs/02b_cache.ipynb #8fd770aa
 def _recover(path)->str:
     return (f"Move it aside (mv {path} {path}.corrupt) and rerun: the runs then regenerate what they need (or import an "
             f"exported copy with `GenerationCache.import_`). Commands that generate nothing do not open the cache.")
@@ -76,11 +84,15 @@ _SCHEMA = 2     # PRAGMA user_version from which every stored row carries its ch
 
 def _name(key)->str: return key if isinstance(key, str) else repr(key)
 
+# %% ../nbs/02b_cache.ipynb #69cbe993
 def _unicode(s:str)->bool:
     "Whether `s` can be stored as UTF-8 (JSON can carry lone surrogates, which SQLite cannot take)."
-    try: s.encode('utf-8'); return True
+    try:
+        s.encode('utf-8')
+        return True
     except UnicodeEncodeError: return False
 
+# %% ../nbs/02b_cache.ipynb #e84797c7
 def _import_row(line:bytes, allow_unchecksummed:bool=False)->tuple:
     "One line of an exported file as the row to store; ValueError saying why it is refused."
     try: r = json.loads(line.decode('utf-8'))
@@ -113,7 +125,8 @@ class GenerationCache:
                  read_only:bool|None=None, # open for replay only; None: when the file or its folder is not writable
                 ):
         self.path = Path(path) if path else paths.cache/'generations.sqlite'
-        self._local = threading.local(); self.rejected = {}     # key -> why a stored row was not served
+        self._local = threading.local()
+        self.rejected = {}     # key -> why a stored row was not served
         self._legacy, self._cs = False, 'checksum'      # a read-only cache from before checksums: a row without one is checked by its key alone
         if read_only is None: read_only = self.path.exists() and not (os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK))
         if read_only and not self.path.exists(): raise FileNotFoundError(f"no generation cache {self.path} to open read-only")
@@ -166,7 +179,9 @@ class GenerationCache:
                     c = sqlite3.connect(f'file:{self.path}?mode=ro&immutable=1', uri=True, check_same_thread=False)
                 else:
                     c = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
-                    c.execute('PRAGMA journal_mode=WAL'); c.execute('PRAGMA synchronous=NORMAL'); c.execute('PRAGMA busy_timeout=60000')
+                    c.execute('PRAGMA journal_mode=WAL')
+                    c.execute('PRAGMA synchronous=NORMAL')
+                    c.execute('PRAGMA busy_timeout=60000')
                 c.text_factory = _text
             self._local.c = c
         return c
@@ -205,7 +220,8 @@ class GenerationCache:
         "Store one sample (first write wins; a row that failed verification is replaced). Returns the stored sample when another writer stored this key first (the cache is the record: use it), else None."
         if self.read_only: raise PermissionError(f"the generation cache {self.path} is read-only: it can replay, not store (copy it somewhere writable)")
         req = canonical_json(dict(messages=request.messages, sampling=request.sampling(), seed=request.seed, sample=choice.sample))
-        ch = choice.to_json(); verb = 'INSERT OR REPLACE' if key in self.rejected else 'INSERT OR IGNORE'
+        ch = choice.to_json()
+        verb = 'INSERT OR REPLACE' if key in self.rejected else 'INSERT OR IGNORE'
         with self._guard():
             cur = self.conn().execute(f'{verb} INTO generations ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)',
                                       (key, model, req, ch, backend, datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
@@ -233,14 +249,18 @@ class GenerationCache:
                     if (w := self._verified(k, m, r, ch, cs)[0])}
     def export(self, path:str|Path, model:str|None=None)->int:
         "Write the entries that verify (optionally of one model), each with its checksum, to a JSONL file (gzip if it ends in .gz); returns the count. A row that does not verify is left out, with a warning naming it."
-        path = Path(path); op = gzip.open if path.suffix == '.gz' else open
+        path = Path(path)
+        op = gzip.open if path.suffix == '.gz' else open
         q = f'SELECT key, model, request, choice, backend, created, {self._cs} FROM generations' + (' WHERE model = ?' if model else '') + ' ORDER BY key'
         n, skipped = 0, {}
         with self._guard(), op(path, 'wt', encoding='utf-8') as f:
             for k, m, r, ch, b, cr, cs in self.conn().execute(q, (model,) if model else ()):
-                if (why := self._verified(k, m, r, ch, cs)[0]): skipped[_name(k)] = why; continue
+                if (why := self._verified(k, m, r, ch, cs)[0]):
+                    skipped[_name(k)] = why
+                    continue
                 f.write(json.dumps(dict(key=k, model=m, request=r, choice=ch, backend=b if isinstance(b, str) else None,
-                                        created=cr if isinstance(cr, str) else '', checksum=row_checksum(k, m, r, ch)), ensure_ascii=False) + '\n'); n += 1
+                                        created=cr if isinstance(cr, str) else '', checksum=row_checksum(k, m, r, ch)), ensure_ascii=False) + '\n')
+                n += 1
         if skipped: warnings.warn(f"generation cache {self.path}: {len(skipped)} row(s) that do not verify were not exported (`verify()` lists them; "
                                   f"a run regenerates them): " + '; '.join(f'{k[:16]}: {w}' for k, w in list(skipped.items())[:5]) + (' ...' if len(skipped) > 5 else ''))
         return n
@@ -248,7 +268,8 @@ class GenerationCache:
                 allow_unchecksummed:bool=False, # accept rows without a checksum (files exported before exports carried one) on their key alone
                )->int:
         "Add the entries of an exported file (a row already stored is kept, unless it does not verify: then it is replaced). Every row is checked first (its key recomputed from its request, its checksum, its sample); any row refused refuses the whole file, naming the rows, and nothing is imported. Returns how many rows were stored."
-        path = Path(path); op = gzip.open if path.suffix == '.gz' else open
+        path = Path(path)
+        op = gzip.open if path.suffix == '.gz' else open
         rows, bad = {}, []
         try:
             with op(path, 'rb') as f:
@@ -263,7 +284,8 @@ class GenerationCache:
         if self.read_only: raise PermissionError(f"the generation cache {self.path} is read-only: it cannot import (copy it somewhere writable)")
         n = 0
         with self._guard():
-            c = self.conn(); c.execute('BEGIN IMMEDIATE')     # all rows or none; a failure rolls back (`_guard`)
+            c = self.conn()
+            c.execute('BEGIN IMMEDIATE')     # all rows or none; a failure rolls back (`_guard`)
             broken = {k for k, why, _ in self._stored(r[0] for r in rows.values()) if why}
             for i, row in rows.items():
                 try: n += c.execute(f"INSERT OR {'REPLACE' if row[0] in broken else 'IGNORE'} INTO generations ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)", row).rowcount
@@ -281,14 +303,17 @@ class CachedBackend(Backend):
         if mode not in ('readwrite', 'replay'): raise ValueError(f"cache mode must be 'readwrite' or 'replay', not {mode!r}")
         if inner is None and (mode != 'replay' or not model): raise ValueError("without a backend, use mode='replay' and give the model identity")
         self.inner, self.cache, self.mode, self._model, self.verbose = inner, cache, mode, model, verbose
-        self.stats = dict(hits=0, misses=0, generated=0, failed=0); self.last = {}
+        self.stats = dict(hits=0, misses=0, generated=0, failed=0)
+        self.last = {}
     @property
     def name(self): return self.inner.name if self.inner else 'replay'
     def identity(self): return self._model or self.inner.identity()
     def check_request(self, r):
         if self.inner: self.inner.check_request(r)
     def generate(self, requests, progress=True):
-        requests = list(requests); jobs = self.jobs(requests); model = self.identity()
+        requests = list(requests)
+        jobs = self.jobs(requests)
+        model = self.identity()
         keys = {j.index: request_key(model, j.request, j.sample) for j in jobs}
         got = {}
         found = self.cache.get_many(keys.values())
@@ -297,7 +322,9 @@ class CachedBackend(Backend):
             k = keys[j.index]
             if k in found: got[j.index] = Choice(**{**found[k].__dict__})
             elif k in first: twins.setdefault(first[k], []).append(j.index)
-            else: first[k] = j.index; missing.append(j)
+            else:
+                first[k] = j.index
+                missing.append(j)
         self.last = dict(requests=len(requests), samples=len(jobs), hits=len(jobs) - len(missing), misses=len(missing), generated=0, failed=0)
         if missing and self.mode == 'replay':
             ex = '\n'.join(f"  - {keys[j.index][:16]} sample {j.sample}: {j.request.messages[-1]['content'][:80]!r}" for j in missing[:10])
@@ -306,7 +333,9 @@ class CachedBackend(Backend):
         try:
             if missing:
                 for idx, ch in self.inner.run_jobs(missing, progress):
-                    j = jobs[idx]; ch.sample = j.sample; ch.key = keys[idx]
+                    j = jobs[idx]
+                    ch.sample = j.sample
+                    ch.key = keys[idx]
                     if ch.error: self.last['failed'] += 1       # a refused request: on its row, not in the cache
                     else:
                         ch = self.cache.put(keys[idx], model, j.request, ch, self.inner.name) or ch   # another writer's sample if it came first

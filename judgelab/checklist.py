@@ -25,6 +25,7 @@ __all__ = ['STAGES', 'OFFICIAL', 'ChecklistError', 'Checklist', 'default_stage',
 # %% ../nbs/08_checklist.ipynb #8376176c
 class ChecklistError(ValueError): "A missing or malformed checklist file."
 
+# %% ../nbs/08_checklist.ipynb #1c6005f1
 @dataclass
 class Checklist:
     "Questions for one dataset dimension, grouped by sub-dimension."
@@ -41,10 +42,12 @@ class Checklist:
 STAGES = ('seed', 'diversified', 'elaborated', 'filtered')     # CheckEval: seed -> diversification -> elaboration -> filtering
 OFFICIAL = ('official_seed', 'official_diversification', 'official_elaboration')   # CheckEval's released checklists (SummEval, Topical-Chat)
 
+# %% ../nbs/08_checklist.ipynb #7c889a66
 def default_stage(dataset:str)->str:
     "The checklist CheckEval uses by default: the official elaboration checklist where CheckEval released one (file group `checkeval`), else judgelab's seed."
     return 'official_elaboration' if any(g.name == 'checkeval' for g in D.get_spec(dataset).file_groups) else 'seed'
 
+# %% ../nbs/08_checklist.ipynb #1c0a9f75
 def checklist_path(dataset:str, dimension:str, stage:str|None=None)->Path:
     "Seed checklists ship in data/checklists/; the LLM stages are outputs of the run that made them (outputs/<run id>/checklists/); the official ones are raw files (data/raw/<dataset>/methods/checkeval/)."
     dataset = D.get_spec(dataset).name
@@ -54,13 +57,15 @@ def checklist_path(dataset:str, dimension:str, stage:str|None=None)->Path:
     if stage in OFFICIAL: return D.raw_dir(dataset)/'methods/checkeval/prompt'/f'{dataset}_questions'/f"{dimension}_{stage.removeprefix('official_')}.yaml"
     return paths.run_dir/'checklists'/dataset/f'{dimension}.{stage}.yaml'
 
+# %% ../nbs/08_checklist.ipynb #1b87530b
 def _official(ds, dim, stage, p)->Checklist:
     "A released CheckEval checklist: `definition: {dataset: text}`, `sub_aspect: {name: the questions as one folded YAML scalar}`."
     if not any(g.name == 'checkeval' for g in ds.file_groups):
         raise ChecklistError(f"CheckEval released no checklists for {ds.name} (only SummEval and Topical-Chat): use stage 'seed' or build one ('filtered')")
     D.group_files(ds.name, 'checkeval')          # fetched when missing, sha256-verified
     if not p.exists(): raise ChecklistError(f"No official CheckEval checklist for {ds.name}/{dim} ({p})")
-    d = yaml.safe_load(p.read_text()); subs = {}
+    d = yaml.safe_load(p.read_text())
+    subs = {}
     for name, text in (d.get('sub_aspect') or {}).items():
         qs = [q.strip() for q in re.findall(r'[^?]*\?', str(text)) if q.strip()]   # one plain scalar per sub-aspect: YAML folds its lines into one string
         if not qs: raise ChecklistError(f"{p}: sub-aspect {name!r} holds no question")
@@ -69,11 +74,14 @@ def _official(ds, dim, stage, p)->Checklist:
     definition = d.get('definition') or {}
     return Checklist(ds.name, dim, str(definition.get(ds.name, '') if isinstance(definition, dict) else definition).strip(), subs, 1, p)
 
+# %% ../nbs/08_checklist.ipynb #c59e88b5
 def load_checklist(dataset:str, dimension:str,
                    stage:str|None=None, # 'seed' (judgelab's), a pipeline stage, an official one (`OFFICIAL`); None: `default_stage(dataset)`
                   )->Checklist:
     "The checklist of a dataset dimension: judgelab's seed, a later pipeline stage's file, or CheckEval's official one."
-    ds = D.get_spec(dataset); dim = ds.dim(dimension).name; stage = stage or default_stage(ds.name)
+    ds = D.get_spec(dataset)
+    dim = ds.dim(dimension).name
+    stage = stage or default_stage(ds.name)
     p = checklist_path(ds.name, dim, stage)
     if stage in OFFICIAL: return _official(ds, dim, stage, p)
     if not p.exists():
@@ -100,6 +108,55 @@ def polarity_issues(questions:list)->list:
     return out
 
 # %% ../nbs/08_checklist.ipynb #c567fda0
+def _checkeval_requests(ds, its, dims, lists, t, max_tokens, seed)->list:
+    "One request per (item, dimension, sub-dimension): the sub-dimension's questions asked together."
+    reqs = []
+    for it in its.itertuples():
+        for d in dims:
+            for sub, qs in lists[d].sub_dimensions.items():
+                reqs.append(t.request(meta=dict(item_id=it.item_id, dimension=d, sub=sub), max_tokens=max_tokens, temperature=0.0, seed=seed,
+                                      questions=qs, sub_dimension=sub, **item_variables(ds, it, d)))
+    return reqs
+
+# %% ../nbs/08_checklist.ipynb #555c10b4
+def _checkeval_answers(reqs, outs, lists)->dict:
+    "{(item_id, dimension): the parsed answers, failures and costs of all its sub-dimensions' replies}."
+    acc = {}
+    for r, c in zip(reqs, outs):
+        k = (r.meta['item_id'], r.meta['dimension'])
+        qs = lists[k[1]].sub_dimensions[r.meta['sub']]
+        p = parse_checklist(c.text, len(qs))
+        a = acc.setdefault(k, dict(answers={}, missing=0, conflicts=[], texts=[], pt=0, ct=0, sec=0.0, cached=True, keys=[]))
+        for qn, v in p['answers'].items(): a['answers'][qs[qn - 1]] = v
+        a['conflicts'] += [f"{r.meta['sub']} Q{qn}" for qn in p['conflicts']]       # answered yes and no: a failure, counted as missing
+        a['missing'] += len(p['missing']) + len(p['conflicts'])
+        a['texts'].append(f"[{r.meta['sub']}]\n{c.text}")
+        a['pt'] += c.prompt_tokens
+        a['ct'] += c.completion_tokens
+        a['sec'] += c.seconds
+        a['cached'] &= c.cached
+        a['keys'].append(c.choices[0].key)
+        a['model'], a['backend'] = c.model, c.backend
+    return acc
+
+# %% ../nbs/08_checklist.ipynb #8a5da9a3
+def _checkeval_rows(acc, lists, stage, prompt_id)->list:
+    "One judgment row per (item, dimension): score = yes / answered, a failure when none was answered or answers conflict."
+    rows = []
+    for (iid, d), a in acc.items():
+        n_q = len(lists[d].questions)
+        sc = checklist_score(dict(answers=a['answers']))
+        ok = bool(np.isfinite(sc))
+        fails = ([] if ok else [f'no question answered (0 of {n_q})']) + (['conflicting answers: ' + ', '.join(a['conflicts'])] if a['conflicts'] else [])
+        rows.append(dict(item_id=iid, dimension=d, judge='checkeval', model=a['model'], score=sc if ok else np.nan, rationale='\n'.join(a['texts']),
+                         sample=0, parse_ok=ok, failure='; '.join(fails) or None, prompt=prompt_id, backend=a['backend'],
+                         prompt_tokens=a['pt'], completion_tokens=a['ct'], seconds=a['sec'], cached=a['cached'], key=';'.join(k or '' for k in a['keys']),
+                         scoring=f"{len(a['answers'])} of {n_q} answered", finish_reason=None,
+                         answers=json.dumps(a['answers'], ensure_ascii=False), missing_answers=a['missing'], conflicting_answers=len(a['conflicts']),
+                         checklist=f"{stage}: {_rel(lists[d].path, paths.root)}"))
+    return rows
+
+# %% ../nbs/08_checklist.ipynb #e778be22
 def checkeval(ds, its, dims, backend, template:str='checkeval',
               stage:str|None=None, # the checklist: None = `default_stage` (CheckEval's official elaboration checklist on SummEval and Topical-Chat, else judgelab's seed), 'seed', 'official_seed' (the no-augmentation ablation), a pipeline stage ('diversified', 'elaborated', 'filtered')
               build:bool=False, # run the generation pipeline with this backend first (seed -> diversified -> elaborated -> filtered)
@@ -112,55 +169,34 @@ def checkeval(ds, its, dims, backend, template:str='checkeval',
     if build and stage not in STAGES[1:]: raise ValueError("build=True makes the LLM stages: ask for stage='filtered' (or 'diversified', 'elaborated')")
     if build:
         for d in dims: generate_checklist(ds.name, d, backend, k=k_augment, seed=seed, progress=progress)
-    t = load_prompt(template); lists = {d: load_checklist(ds.name, d, stage) for d in dims}     # all checklists first
-    reqs = []
-    for it in its.itertuples():
-        for d in dims:
-            for sub, qs in lists[d].sub_dimensions.items():
-                reqs.append(t.request(meta=dict(item_id=it.item_id, dimension=d, sub=sub), max_tokens=max_tokens, temperature=0.0, seed=seed,
-                                      questions=qs, sub_dimension=sub, **item_variables(ds, it, d)))
-    outs = backend.generate(reqs, progress=progress)
-    acc = {}
-    for r, c in zip(reqs, outs):
-        k = (r.meta['item_id'], r.meta['dimension']); qs = lists[k[1]].sub_dimensions[r.meta['sub']]
-        p = parse_checklist(c.text, len(qs)); a = acc.setdefault(k, dict(answers={}, missing=0, conflicts=[], texts=[], pt=0, ct=0, sec=0.0, cached=True, keys=[]))
-        for qn, v in p['answers'].items(): a['answers'][qs[qn - 1]] = v
-        a['conflicts'] += [f"{r.meta['sub']} Q{qn}" for qn in p['conflicts']]       # answered yes and no: a failure, counted as missing
-        a['missing'] += len(p['missing']) + len(p['conflicts']); a['texts'].append(f"[{r.meta['sub']}]\n{c.text}")
-        a['pt'] += c.prompt_tokens; a['ct'] += c.completion_tokens; a['sec'] += c.seconds; a['cached'] &= c.cached; a['keys'].append(c.choices[0].key)
-        a['model'], a['backend'] = c.model, c.backend
-    rows = []
-    for (iid, d), a in acc.items():
-        n_q = len(lists[d].questions); sc = checklist_score(dict(answers=a['answers']))
-        ok = bool(np.isfinite(sc))
-        fails = ([] if ok else [f'no question answered (0 of {n_q})']) + (['conflicting answers: ' + ', '.join(a['conflicts'])] if a['conflicts'] else [])
-        rows.append(dict(item_id=iid, dimension=d, judge='checkeval', model=a['model'], score=sc if ok else np.nan, rationale='\n'.join(a['texts']),
-                         sample=0, parse_ok=ok, failure='; '.join(fails) or None, prompt=t.id, backend=a['backend'],
-                         prompt_tokens=a['pt'], completion_tokens=a['ct'], seconds=a['sec'], cached=a['cached'], key=';'.join(k or '' for k in a['keys']),
-                         scoring=f"{len(a['answers'])} of {n_q} answered", finish_reason=None,
-                         answers=json.dumps(a['answers'], ensure_ascii=False), missing_answers=a['missing'], conflicting_answers=len(a['conflicts']),
-                         checklist=f"{stage}: {_rel(lists[d].path, paths.root)}"))
-    j = typed_judgments(rows)
-    return j
+    t = load_prompt(template)
+    lists = {d: load_checklist(ds.name, d, stage) for d in dims}     # all checklists first
+    reqs = _checkeval_requests(ds, its, dims, lists, t, max_tokens, seed)
+    acc = _checkeval_answers(reqs, backend.generate(reqs, progress=progress), lists)
+    return typed_judgments(_checkeval_rows(acc, lists, stage, t.id))
 
+# %% ../nbs/08_checklist.ipynb #87bd72b1
 def answer_table(j:pd.DataFrame)->pd.DataFrame:
     "Long table of per-question answers (item_id, dimension, question, answer) from checkeval judgments."
     rows = [dict(item_id=r.item_id, dimension=r.dimension, judge=r.judge, model=r.model, question=q, answer=v)
             for r in j.itertuples() for q, v in json.loads(r.answers).items()]
     return pd.DataFrame(rows)
 
+# %% ../nbs/08_checklist.ipynb #c7978c40
 def question_agreement(tables:list)->float:
     "Fleiss' kappa on per-question answers across judge models (units = (item, question) answered by every model)."
     a = pd.concat([answer_table(t) for t in tables])
     w = a.pivot_table(index=['item_id', 'question'], columns='model', values='answer', aggfunc='first').dropna()
     if w.shape[1] < 2 or len(w) == 0: return np.nan
-    yes = w.sum(axis=1).values; counts = np.stack([w.shape[1] - yes, yes], 1)
+    yes = w.sum(axis=1).values
+    counts = np.stack([w.shape[1] - yes, yes], 1)
     return fleiss_kappa(counts)
 
 # %% ../nbs/08_checklist.ipynb #a274f4ef
 def score_agreement(tables:list, level:str='interval')->pd.DataFrame:
     "Krippendorff's alpha across judge models on dimension scores, per dimension (coders = models, units = items)."
-    a = pd.concat(tables); rows = []
+    a = pd.concat(tables)
+    rows = []
     for d, g in a.groupby('dimension', sort=False):
         w = g.pivot_table(index='model', columns='item_id', values='score', aggfunc='mean')
         rows.append(dict(dimension=d, models=len(w), items=w.shape[1], alpha=krippendorff_alpha(w.values, level)))
@@ -175,27 +211,34 @@ def _questions_from(text:str)->list:
         if m: out.append(m.group(1).strip())
     return out
 
+# %% ../nbs/08_checklist.ipynb #71099c49
 def _content_words(q): return frozenset(w for w in re.findall(r'[a-z]+', q.lower()) if len(w) > 3)
 
+# %% ../nbs/08_checklist.ipynb #1d42d154
 def _write_stage(cl:Checklist, stage:str, provenance:dict)->Path:
     "One stage's checklist, in the run's folder, with the model and prompt that made it and a manifest row."
-    p = checklist_path(cl.dataset, cl.dimension, stage); p.parent.mkdir(parents=True, exist_ok=True)
+    p = checklist_path(cl.dataset, cl.dimension, stage)
+    p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(yaml.safe_dump(dict(dataset=cl.dataset, dimension=cl.dimension, version=cl.version, stage=stage, provenance=provenance,
                                      definition=cl.definition, sub_dimensions=cl.sub_dimensions), sort_keys=False, allow_unicode=True))
     record_manifest([p], parameters=dict(dataset=cl.dataset, dimension=cl.dimension, stage=stage, **provenance),
                     inputs={_rel(checklist_path(cl.dataset, cl.dimension), paths.root): sha256_file(checklist_path(cl.dataset, cl.dimension))})
     return p
 
+# %% ../nbs/08_checklist.ipynb #55d84624
 def generate_checklist(dataset:str, dimension:str, backend=None, # default: the embedded model through the cache
                        k:int=3, # questions per sub-dimension and augmentation kind
                        seed:int=0, write:bool=True, progress:bool=True)->dict:
     "CheckEval's stages for one dimension, in order: diversification, elaboration, filtering: {'diversified', 'augmented', 'filtered', 'decisions'}."
     dataset = D.get_spec(dataset).name
     b = backend if isinstance(backend, Backend) else get_backend(backend)
-    ds = D.load(dataset); base = load_checklist(ds.name, dimension, 'seed'); d = ds.dim(dimension)
+    ds = D.load(dataset)
+    base = load_checklist(ds.name, dimension, 'seed')
+    d = ds.dim(dimension)
     var = dict(dimension_label=d.label, output_label=ds.spec.output_label, definition=base.definition or d.definition)
     aug_t, filt_t = load_prompt('checklist_augment'), load_prompt('checklist_filter')
-    aug = {sub: list(qs) for sub, qs in base.sub_dimensions.items()}; made = {}
+    aug = {sub: list(qs) for sub, qs in base.sub_dimensions.items()}
+    made = {}
     for kind in ('diversification', 'elaboration'):           # each step works on the questions of the one before
         reqs = [aug_t.request(meta=dict(sub=sub), max_tokens=256, temperature=0.0, seed=seed, questions=qs, sub_dimension=sub, kind=kind, k=k, **var)
                 for sub, qs in aug.items()]
@@ -216,7 +259,9 @@ def generate_checklist(dataset:str, dimension:str, backend=None, # default: the 
         if polarity_issues([q]): why.append('negative polarity (rule)')
         cw = _content_words(q)
         if any(len(cw & o)/max(1, len(cw | o)) >= 0.8 for o in seen): why.append('redundant')
-        if not why: kept[sub].append(q); seen.append(cw)
+        if not why:
+            kept[sub].append(q)
+            seen.append(cw)
         rows.append(dict(sub_dimension=sub, question=q, seed=seed_q, kept=not why, reasons='; '.join(why), llm_answers=c.text.strip()))
     filtered = Checklist(base.dataset, base.dimension, base.definition, {s_: qs for s_, qs in kept.items() if qs}, base.version)
     if write:
@@ -231,19 +276,24 @@ def learned_weights(j:pd.DataFrame, dataset, dimension:str, train_frac:float=0.2
     from sklearn.linear_model import LinearRegression
     from sklearn.model_selection import train_test_split
     a = answer_table(j[j.dimension == dimension]).pivot_table(index='item_id', columns='question', values='answer', aggfunc='first')
-    y = dataset.human_mean()[dimension].reindex(a.index); unweighted = j[j.dimension == dimension].set_index('item_id').score.reindex(a.index)
+    y = dataset.human_mean()[dimension].reindex(a.index)
+    unweighted = j[j.dimension == dimension].set_index('item_id').score.reindex(a.index)
     rows = []
     for s in seeds:
         tr, te = train_test_split(np.arange(len(a)), train_size=train_frac, random_state=s)
-        X = a.values.astype(float); X = np.where(np.isnan(X), np.nanmean(X[tr], axis=0), X); X = np.nan_to_num(X, nan=0.5)
+        X = a.values.astype(float)
+        X = np.where(np.isnan(X), np.nanmean(X[tr], axis=0), X)
+        X = np.nan_to_num(X, nan=0.5)
         m = LinearRegression().fit(X[tr], y.values[tr])
         rows.append(dict(seed=s, n_train=len(tr), n_test=len(te), learned=corr(m.predict(X[te]), y.values[te], 'spearman'),
                          unweighted=corr(unweighted.values[te], y.values[te], 'spearman')))
     return pd.DataFrame(rows)
 
+# %% ../nbs/08_checklist.ipynb #d99b5674
 def binarized_likert(scores, lo:float, hi:float, middle_to:int=0):
     "Likert scores as yes/no: above the midpoint 1, below 0, the midpoint itself `middle_to` (NaN stays NaN)."
-    x = np.asarray(scores, float); mid = (lo + hi)/2
+    x = np.asarray(scores, float)
+    mid = (lo + hi)/2
     out = np.where(x > mid, 1.0, np.where(x < mid, 0.0, float(middle_to)))
     return np.where(np.isnan(x), np.nan, out)
 
@@ -251,19 +301,25 @@ def binarized_likert(scores, lo:float, hi:float, middle_to:int=0):
 def reference(ds, its, dims, backend, stage:str='seed', seed:int=0, progress=True, template:str='atomic_check'):
     "Atomic-check reference judgments: one yes/no request per checklist question of the target dimension."
     ds = D.as_dataset(ds)
-    t = load_prompt(template); lists = {d: load_checklist(ds.name, d, stage) for d in dims}
+    t = load_prompt(template)
+    lists = {d: load_checklist(ds.name, d, stage) for d in dims}
     reqs = [t.request(meta=dict(item_id=it.item_id, dimension=d, question=q), max_tokens=2, temperature=0.0, seed=seed, choice=['Yes', 'No'],
                       question=q, **item_variables(ds, it, d)) for it in its.itertuples() for d in dims for q in lists[d].questions]
-    outs = backend.generate(reqs, progress=progress); acc = {}
+    outs = backend.generate(reqs, progress=progress)
+    acc = {}
     for r, c in zip(reqs, outs):
         a = acc.setdefault((r.meta['item_id'], r.meta['dimension']), dict(ans={}, pt=0, ct=0, sec=0.0, cached=True))
         v = c.text.strip().lower()
         if v in ('yes', 'no'): a['ans'][r.meta['question']] = int(v == 'yes')
-        a['pt'] += c.prompt_tokens; a['ct'] += c.completion_tokens; a['sec'] += c.seconds; a['cached'] &= c.cached
+        a['pt'] += c.prompt_tokens
+        a['ct'] += c.completion_tokens
+        a['sec'] += c.seconds
+        a['cached'] &= c.cached
         a['model'], a['backend'] = c.model, c.backend
     rows = []
     for (iid, d), a in acc.items():
-        n_q = len(lists[d].questions); ok = bool(a['ans'])
+        n_q = len(lists[d].questions)
+        ok = bool(a['ans'])
         rows.append(dict(item_id=iid, dimension=d, judge='reference', model=a['model'], score=float(np.mean(list(a['ans'].values()))) if ok else np.nan,
                          rationale=json.dumps(a['ans'], ensure_ascii=False), sample=0, parse_ok=ok, failure=None if ok else 'no check answered',
                          prompt=t.id, backend=a['backend'], prompt_tokens=a['pt'], completion_tokens=a['ct'], seconds=a['sec'], cached=a['cached'],

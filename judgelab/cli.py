@@ -31,6 +31,7 @@ def _audit_parser(sub)->None:
     x.add_argument('--quiet', action='store_true', help='no progress bar')
     x.set_defaults(fn='audit')
 
+# %% ../nbs/13a_cli.ipynb #cc6146aa
 def _data_parser(sub)->None:
     "The `judgelab data` subcommands: list, fetch, verify, info."
     d = sub.add_parser('data', help='list, fetch, verify and describe datasets').add_subparsers(dest='sub', metavar='ACTION', required=True)
@@ -51,6 +52,7 @@ def _data_parser(sub)->None:
     x.add_argument('name')
     x.set_defaults(fn='data_info')
 
+# %% ../nbs/13a_cli.ipynb #baf915bc
 def _judgments_parser(sub)->None:
     "The `judgelab judgments` subcommands: list, import."
     j = sub.add_parser('judgments', help='published judgments and importing your own').add_subparsers(dest='sub', metavar='ACTION', required=True)
@@ -69,6 +71,7 @@ def _judgments_parser(sub)->None:
     x.add_argument('--replace', action='store_true', help='overwrite an existing judgments file (refused otherwise)')
     x.set_defaults(fn='judgments_import')
 
+# %% ../nbs/13a_cli.ipynb #1d23aa3c
 def _sweep_parser(sub)->None:
     "The `judgelab sweep` subcommand."
     x = sub.add_parser('sweep', help='run a sweep file (configs/*.yaml) with Snakemake: executed notebooks in papermill_runs/, outputs in outputs/<run>/',
@@ -93,12 +96,14 @@ def _sweep_parser(sub)->None:
                    'runs skipped as current count too (the main job uses it)')
     x.set_defaults(fn='sweep')
 
+# %% ../nbs/13a_cli.ipynb #3befd44b
 def _readme_parser(sub)->None:
     "The `judgelab readme` subcommand."
     x = sub.add_parser('readme', help='regenerate README.md from nbs/index.ipynb')
     x.add_argument('--check', action='store_true')
     x.set_defaults(fn='readme')
 
+# %% ../nbs/13a_cli.ipynb #3a6b5769
 def parser()->argparse.ArgumentParser:
     "The `judgelab` command-line parser."
     p = argparse.ArgumentParser(prog='judgelab', description='judgelab: multi-dimensional LLM-as-a-judge meta-evaluation. '
@@ -107,7 +112,6 @@ def parser()->argparse.ArgumentParser:
     sub = p.add_subparsers(dest='cmd', metavar='COMMAND', required=True)
     for add in (_audit_parser, _data_parser, _judgments_parser, _sweep_parser, _readme_parser): add(sub)
     return p
-
 
 # %% ../nbs/13a_cli.ipynb #7ce2e323
 def main(argv=None)->int:

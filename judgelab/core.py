@@ -19,6 +19,7 @@ def _is_root(p:Path)->bool:
     s = p/'settings.ini'
     return s.is_file() and 'lib_name = judgelab' in s.read_text(encoding='utf-8', errors='ignore')
 
+# %% ../nbs/00_core.ipynb #7c2ca0d7
 def find_root(start:str|Path|None=None, # where to start looking (default: the working directory)
              )->Path: # the judgelab project root
     "The judgelab project root: `$JUDGELAB_ROOT`, else the nearest folder upwards holding judgelab's settings.ini."
@@ -116,7 +117,8 @@ def git_info(root:str|Path|None=None)->dict:
 @contextlib.contextmanager
 def file_lock(path:str|Path):
     "An exclusive advisory lock (flock) on `path`, held for the `with` block: notebooks run in parallel by a sweep share files."
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, 'a') as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try: yield
@@ -128,6 +130,7 @@ def _rel(p, root):
     try: return resource_name(p) or str(p.relative_to(root))
     except ValueError: return str(p)
 
+# %% ../nbs/00_core.ipynb #9fed3a1a
 def record_manifest(artifacts:list, # paths of the files just written
                     notebook:str|None=None, # the notebook (or script) that wrote them
                     parameters:dict|None=None, # its parameters
@@ -136,7 +139,8 @@ def record_manifest(artifacts:list, # paths of the files just written
                     manifest:str|Path|None=None, # default: `paths.manifest`
                    )->dict: # the row written
     "Append (replacing older rows for the same artifacts) a provenance row to the manifest."
-    manifest = Path(manifest or paths.manifest); root = paths.root
+    manifest = Path(manifest or paths.manifest)
+    root = paths.root
     if isinstance(inputs, dict): hashes = dict(inputs)
     else: hashes = {_rel(p, root): sha256_file(p) for p in (inputs or [])}
     row = dict(artifacts=[_rel(a, root) for a in artifacts], notebook=notebook,
@@ -148,6 +152,7 @@ def record_manifest(artifacts:list, # paths of the files just written
     with file_lock(manifest.with_suffix('.lock')): _upsert(manifest, row)
     return row
 
+# %% ../nbs/00_core.ipynb #6242a0b1
 def _upsert(manifest, row):
     rows = []
     if manifest.exists():
@@ -169,11 +174,13 @@ def record_health(status:str, # 'ok', or 'degraded' (the run finished, but some 
     if status not in HEALTH: raise ValueError(f"status must be one of {HEALTH}, not {status!r}")
     problems = [str(p) for p in (problems or [])]
     if (status == 'degraded') != bool(problems): raise ValueError("a degraded run lists its problems, and an ok run has none")
-    p = paths.run_dir/'health.json'; p.parent.mkdir(parents=True, exist_ok=True)
+    p = paths.run_dir/'health.json'
+    p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps(dict(status=status, problems=problems), indent=1) + '\n')
     record_manifest([p], notebook, parameters, inputs, extra)
     return p
 
+# %% ../nbs/00_core.ipynb #a80df18e
 def read_health(run_dir:str|Path)->dict:
     "A run folder's `health.json` as {status, problems}; {'status': 'ok', problems: []} without one (the run checked nothing)."
     p = Path(run_dir)/'health.json'
@@ -182,7 +189,6 @@ def read_health(run_dir:str|Path)->dict:
     except json.JSONDecodeError as e: raise ValueError(f"{p}: not valid JSON ({e})") from None
     if not isinstance(h, dict) or h.get('status') not in HEALTH: raise ValueError(f"{p}: status must be one of {HEALTH}, not {h!r:.100}")
     return dict(status=h['status'], problems=list(h.get('problems') or []))
-
 
 # %% ../nbs/00_core.ipynb #90bc8523
 MAX_FIELD_CHARS = 1_000_000   # the longest field (e.g. a rationale) an imported file may hold, in characters

@@ -29,8 +29,10 @@ def edited_analysis(text:str, finish_reason:str|None)->tuple:
     if hits: return t[hits[-1].end():].strip(), None
     return None, CUT_AT_CAP if finish_reason == 'length' else NO_MARKER     # never the whole reply: both are restarted, then failures
 
+# %% ../nbs/10_dimcheck.ipynb #511a6775
 def _norm(s): return re.sub(r'\s+', ' ', s or '').strip()
 
+# %% ../nbs/10_dimcheck.ipynb #d9e866c3
 @dataclass
 class _State:
     item: object
@@ -61,17 +63,20 @@ def published_analysis(text:str|None)->str:
 
 ANALYSES_COLUMNS = ['item_id', 'dimension', 'judge', 'model', 'score', 'rationale', 'sample', 'parse_ok']
 
+# %% ../nbs/10_dimcheck.ipynb #cfa457ad
 def check_analyses_source(dataset:str, # a dataset name
                           name:str, # a published judgments source of it
                          )->str:
     "`name` if it is a published source of `dataset` with rationales, else a ValueError naming the sources that have them."
     dataset = D.get_spec(dataset).name
-    srcs = list_judgments(dataset); with_r = [s for s, r in srcs.rationales.items() if r]
+    srcs = list_judgments(dataset)
+    with_r = [s for s, r in srcs.rationales.items() if r]
     have = f"sources of {dataset} with rationales: {', '.join(with_r) or 'none'}"
     if name not in srcs.index: raise ValueError(f"analyses: no published judgments {name!r} for {dataset}; {have}")
     if not srcs.rationales[name]: raise ValueError(f"analyses: the published judgments {name!r} of {dataset} have no rationales to edit; {have}")
     return name
 
+# %% ../nbs/10_dimcheck.ipynb #f557b20b
 def check_dimcheck_options(options:dict, # DimCheck's options (those given)
                            dataset:str|None=None, # the dataset name, to check a published `analyses` source
                           )->None:
@@ -88,11 +93,13 @@ def check_dimcheck_options(options:dict, # DimCheck's options (those given)
     aj = o.get('analyses_judge')
     if aj is not None and (not isinstance(aj, str) or not aj.strip()): raise ValueError(f"analyses_judge must be 'judge/model', a judge or a model name, not {aj!r}")
 
+# %% ../nbs/10_dimcheck.ipynb #6e23235f
 def _source_name(a)->str:
     if isinstance(a, str): return a
     if a.attrs.get('source'): return str(a.attrs['source']).split('/')[-1]
     return '+'.join(dict.fromkeys(map(str, a.judge))) if len(a) else 'analyses'
 
+# %% ../nbs/10_dimcheck.ipynb #80b73a1b
 def dimcheck_file_method(options:dict|None=None)->str:
     "The name DimCheck's judgments are filed under for these options: 'dimcheck' + the ablation + the source of published analyses (and its sample)."
     o = options or {}
@@ -103,22 +110,21 @@ def dimcheck_file_method(options:dict|None=None)->str:
                  + (f"_s{o['analyses_sample']}" if o.get('analyses_sample') else ''))
     return name
 
-def published_analyses(ds, its, dims, # the dataset, the items and the dimensions DimCheck runs on
-                       analyses, # a judgments table with rationales, or the name of a published source of `ds`
-                       sample:int=0, # the sample to edit
-                       judge:str|None=None, # the judge to edit where the table holds several: 'judge/model', a judge or a model name
-                      )->tuple:
-    "(per (item, dimension) of `its` x `dims`, in Analyze-Rate request order: dict(analysis, score, text, judge, model) or dict(skip=reason); the source's name). Raises ValueError before any model call when the table does not match the dataset."
-    ds = D.as_dataset(ds)
-    src = None
-    if isinstance(analyses, str): analyses = load_judgments(ds.name, check_analyses_source(ds.name, analyses))
-    check_dimcheck_options(dict(analyses=analyses, analyses_sample=sample, analyses_judge=judge))
+# %% ../nbs/10_dimcheck.ipynb #2fb9a5c4
+def _pick_judge(analyses, judge):
+    "The rows of `analyses` of one judge ('judge/model', a judge or a model name); all rows when `judge` is None."
     a = analyses
     if judge is not None and 'judge' in a.columns and 'model' in a.columns:
         pick = (a.judge.astype(str) + '/' + a.model.astype(str) == judge) | (a.model.astype(str) == judge) | (a.judge.astype(str) == judge)
         have = ', '.join(dict.fromkeys(f'{j}/{m}' for j, m in zip(a.judge, a.model)))
         if not pick.any(): raise ValueError(f"analyses_judge {judge!r} matches none of the judges of the analyses ({have})")
-        a = a[pick].copy(); a.attrs.update(analyses.attrs)
+        a = a[pick].copy()
+        a.attrs.update(analyses.attrs)
+    return a
+
+# %% ../nbs/10_dimcheck.ipynb #b64e9c47
+def _checked_analyses(a, ds, dims, sample)->tuple:
+    "(the rows of `sample`, the source's name) once the table is one judge's judgments of `ds` covering `dims`; ValueError otherwise."
     if miss := [c for c in ANALYSES_COLUMNS if c not in a.columns]: raise ValueError(f"analyses lack the judgments column(s) {miss}; a judgments table has {', '.join(JUDGMENT_COLUMNS)}")
     if not len(a): raise ValueError("analyses: the table is empty")
     src = str(a.attrs.get('source') or _source_name(a))
@@ -134,18 +140,32 @@ def published_analyses(ds, its, dims, # the dataset, the items and the dimension
     if not a.rationale.notna().any(): raise ValueError(f"analyses ({src}) have no rationales to edit")
     a = a[a['sample'] == sample]
     if a.duplicated(['item_id', 'dimension']).any(): raise ValueError(f"analyses ({src}) have several rows for one item, dimension and sample {sample}")
+    return a, src
+
+# %% ../nbs/10_dimcheck.ipynb #88731427
+def _analysis_entry(r, sample)->dict:
+    "One published judgment as DimCheck's input: dict(analysis, score, text, judge, model), or dict(skip=reason)."
+    if r is None: return dict(skip=f'no published judgment (sample {sample})')
+    if not r.parse_ok or not np.isfinite(r.score): return dict(skip=f"published score not parsed ({getattr(r, 'failure', None) or 'no score'})")
+    if not isinstance(r.rationale, str) or not r.rationale.strip(): return dict(skip='no rationale')
+    an = published_analysis(r.rationale)
+    if not an: return dict(skip='no analysis before the score')
+    return dict(analysis=an, score=float(r.score), text=r.rationale, judge=str(r.judge), model=str(r.model))
+
+# %% ../nbs/10_dimcheck.ipynb #ece803d8
+def published_analyses(ds, its, dims, # the dataset, the items and the dimensions DimCheck runs on
+                       analyses, # a judgments table with rationales, or the name of a published source of `ds`
+                       sample:int=0, # the sample to edit
+                       judge:str|None=None, # the judge to edit where the table holds several: 'judge/model', a judge or a model name
+                      )->tuple:
+    "(per (item, dimension) of `its` x `dims`, in Analyze-Rate request order: dict(analysis, score, text, judge, model) or dict(skip=reason); the source's name). Raises ValueError before any model call when the table does not match the dataset."
+    ds = D.as_dataset(ds)
+    if isinstance(analyses, str): analyses = load_judgments(ds.name, check_analyses_source(ds.name, analyses))
+    check_dimcheck_options(dict(analyses=analyses, analyses_sample=sample, analyses_judge=judge))
+    a = _pick_judge(analyses, judge)
+    a, src = _checked_analyses(a, ds, dims, sample)
     by = {(str(r.item_id), r.dimension): r for r in a.itertuples()}
-    out = []
-    for it in its.itertuples():
-        for d in dims:
-            r = by.get((it.item_id, d))
-            if r is None: out.append(dict(skip=f'no published judgment (sample {sample})')); continue
-            if not r.parse_ok or not np.isfinite(r.score): out.append(dict(skip=f"published score not parsed ({getattr(r, 'failure', None) or 'no score'})")); continue
-            if not isinstance(r.rationale, str) or not r.rationale.strip(): out.append(dict(skip='no rationale')); continue
-            an = published_analysis(r.rationale)
-            if not an: out.append(dict(skip='no analysis before the score')); continue
-            out.append(dict(analysis=an, score=float(r.score), text=r.rationale, judge=str(r.judge), model=str(r.model)))
-    return out, src
+    return [_analysis_entry(by.get((it.item_id, d)), sample) for it in its.itertuples() for d in dims], src
 
 # %% ../nbs/10_dimcheck.ipynb #a197627f
 RESCORE_PREFIX = 'Rating:'
@@ -162,10 +182,12 @@ def rescore_request(base:Request, # the Analyze-Rate request that produced the o
     return Request(base.messages + [prefill], max_tokens=4 if choice else 16, temperature=0.0, seed=seed, continue_final=True, choice=list(choice) if choice else None,
                    meta=dict(item_id=base.meta['item_id'], dimension=base.meta['dimension'], prompt=prompt))
 
+# %% ../nbs/10_dimcheck.ipynb #6ac5c645
 def _published_note(o:dict)->str|None:
     "Where a published analysis came from ('<judge>/<model>, <source>'); None for a generated one."
     return None if o['source'] == 'generated' else f"{o['judge']}/{o['model']}, {o['source']}"
 
+# %% ../nbs/10_dimcheck.ipynb #0f9e7564
 def _dimcheck_origins(ds, its, dims, backend, base_reqs, template, complete_score, analyses, analyses_sample, analyses_judge, calls, progress)->tuple:
     "(the analyses DimCheck starts from, one per base request; the source's name; the completed base scores by request index): generated in one batch, or published."
     completed = {}
@@ -183,6 +205,7 @@ def _dimcheck_origins(ds, its, dims, backend, base_reqs, template, complete_scor
     pub, src = published_analyses(ds, its, dims, analyses, analyses_sample, analyses_judge)
     return [dict(p, source=src) for p in pub], src, completed
 
+# %% ../nbs/10_dimcheck.ipynb #66ff47e9
 def _dimcheck_plans(ds, its, base_reqs, origins, others, order, one_step, seed)->dict:
     "Per request index with a usable analysis: its `_State`, with the plan of edit steps (the non-targets, in order)."
     states = {}
@@ -197,6 +220,7 @@ def _dimcheck_plans(ds, its, base_reqs, origins, others, order, one_step, seed)-
         states[k] = _State(it, t, plan, o.get('text') or o['completion'].text, o['analysis'], o['analysis'])
     return states
 
+# %% ../nbs/10_dimcheck.ipynb #68dbcf34
 def _edit_request(ds, et, s, step, attempt, thinking, max_tokens, seed)->Request:
     "The editor's request for step `step` of `s` (attempt `attempt`: restarts sample at temperature 0.7 with another seed)."
     o = s.plan[step]
@@ -209,6 +233,7 @@ def _edit_request(ds, et, s, step, attempt, thinking, max_tokens, seed)->Request
                       max_tokens=max_tokens, temperature=0.0 if attempt == 0 else 0.7, seed=seed + 1000*attempt,
                       chat_options=None if thinking else {'enable_thinking': False}, **var)
 
+# %% ../nbs/10_dimcheck.ipynb #d573e128
 def _dimcheck_edit(ds, states, editor, et, thinking, max_tokens, max_restarts, seed, calls, progress)->None:
     "Run the edit steps of every state, one batch per step and attempt (an edit with no answer restarts up to `max_restarts` times); the states record each step."
     n_steps = max((len(s.plan) for s in states.values()), default=0)
@@ -238,6 +263,7 @@ def _dimcheck_edit(ds, states, editor, et, thinking, max_tokens, max_restarts, s
             todo = retry
             attempt += 1
 
+# %% ../nbs/10_dimcheck.ipynb #6f45aaf1
 def _dimcheck_rescore(ds, base_reqs, origins, states, backend, seed, template, complete_score, calls, progress)->tuple:
     "(the rescore request, the rescore completion) per index of a changed analysis, one batch: the unchanged evaluation prompt, the edited analysis as the start of the answer."
     # (for a published analysis judgelab's Analyze-Rate request of the item and dimension: the published judge's own prompt is not judgelab's)
@@ -248,6 +274,7 @@ def _dimcheck_rescore(ds, base_reqs, origins, states, backend, seed, template, c
     calls['rescore'] = 1
     return {k: (q, c) for k, q, c in zip(changed, rescore_reqs, backend.generate(rescore_reqs, progress=progress))}
 
+# %% ../nbs/10_dimcheck.ipynb #408dacc3
 def _skipped_row(r, d, o, backend, method, src, analyses_sample)->dict:
     "The row of an (item, dimension) with no usable published analysis: a row saying why, never a silent gap."
     row = judgment_row(r.meta['item_id'], d.name, method, backend.identity(), Parsed(None, f"skipped: {o['skip']}"),
@@ -257,6 +284,7 @@ def _skipped_row(r, d, o, backend, method, src, analyses_sample)->dict:
                base_analysis=None, analysis_source=src, analysis_judge=None, analysis_model=None, analysis_sample=analyses_sample)
     return row
 
+# %% ../nbs/10_dimcheck.ipynb #be9ababd
 def _dimcheck_row(k, r, d, o, s, backend, method, completed, rescored, analyses_sample)->dict:
     "The row of request `k` (`r`; the state `s` of its analysis): rescored, or kept with its base score (generated, completed or published)."
     gen = 'completion' in o
@@ -284,6 +312,7 @@ def _dimcheck_row(k, r, d, o, s, backend, method, completed, rescored, analyses_
                analysis_source=o['source'], analysis_judge=o['judge'], analysis_model=o['model'], analysis_sample=0 if gen else analyses_sample)
     return row
 
+# %% ../nbs/10_dimcheck.ipynb #0a214345
 def dimcheck(ds, its, dims, backend, editor=None, # editor backend (default: the judge's backend)
              order:str='paper', # 'paper' (dataset paper order) or 'random' (seeded per item)
              one_step:bool=False, # remove all non-targets in one edit
@@ -327,6 +356,7 @@ def dimcheck(ds, its, dims, backend, editor=None, # editor backend (default: the
                               f"({'; '.join(f'{v}: {r}' for r, v in skipped.items())}); their rows have scoring 'skipped'")
     return j
 
+# %% ../nbs/10_dimcheck.ipynb #6d289d98
 def edit_rate_by_other(j:pd.DataFrame)->pd.DataFrame:
     "The paper's editing identification: per target and non-target (one step each), the share of analyses that step changed, and its failures."
     rows = [dict(dimension=r.dimension, other=' + '.join(st['other']), changed=st['changed'], failed=st.get('failure') is not None)
@@ -335,6 +365,7 @@ def edit_rate_by_other(j:pd.DataFrame)->pd.DataFrame:
     return t.groupby(['dimension', 'other'], sort=False).agg(items=('changed', 'size'), edit_rate=('changed', 'mean'),
                                                               edit_failures=('failed', 'sum')).reset_index()
 
+# %% ../nbs/10_dimcheck.ipynb #5ca15634
 def edit_rate(j:pd.DataFrame)->pd.DataFrame:
     "Share of analyses DimCheck changed, per dimension, with the editing cost; items without an analysis to edit (`skipped`) are counted apart."
     sk = j.scoring.eq('skipped') if 'scoring' in j else pd.Series(False, index=j.index)

@@ -31,7 +31,8 @@ def select_items(ds, items=None, n_items:int|None=None, seed:int=0)->pd.DataFram
     ds = D.as_dataset(ds)
     its = ds.items
     if items is not None:
-        items = [str(i) for i in items]; unknown = sorted(set(items) - set(its.item_id))
+        items = [str(i) for i in items]
+        unknown = sorted(set(items) - set(its.item_id))
         if unknown: raise KeyError(f"{ds.name} has no item(s) {unknown[:5]}{' ...' if len(unknown) > 5 else ''}")
         its = its.set_index('item_id').loc[items].reset_index()
     if n_items is not None:
@@ -39,6 +40,7 @@ def select_items(ds, items=None, n_items:int|None=None, seed:int=0)->pd.DataFram
         its = its.sample(min(n_items, len(its)), random_state=seed).sort_values('item_id')
     return its.reset_index(drop=True)
 
+# %% ../nbs/07_judges.ipynb #136cc9e5
 def resolve(dataset, backend, dims):
     "Dataset object, backend (default: the embedded model through the cache) and dimension names, validated."
     ds = D.as_dataset(dataset)
@@ -47,6 +49,7 @@ def resolve(dataset, backend, dims):
     dims = [ds.dim(d).name for d in (dims or ds.spec.dim_names)]
     return ds, b, dims
 
+# %% ../nbs/07_judges.ipynb #07e2870f
 def judgment_row(item_id, dim, judge, model, parsed, choice, request, backend_name, scoring='parse'):
     "One judgments row for one sample (a sample whose request failed is a failure with the server's reason)."
     if choice.error: parsed = Parsed(None, f'request failed: {choice.error}')
@@ -56,19 +59,23 @@ def judgment_row(item_id, dim, judge, model, parsed, choice, request, backend_na
                 completion_tokens=choice.completion_tokens, seconds=choice.seconds, cached=choice.cached, key=choice.key,
                 scoring=scoring, finish_reason=choice.finish_reason)
 
+# %% ../nbs/07_judges.ipynb #b860a07b
 def typed_judgments(rows, columns=None)->pd.DataFrame:
     "Rows as a judgments table with its column types (float score, bool parse_ok, int sample, float valid_mass); extra columns kept."
     j = pd.DataFrame(rows, columns=columns)
-    j['score'] = j.score.astype(float); j['parse_ok'] = j.parse_ok.astype(bool)
+    j['score'] = j.score.astype(float)
+    j['parse_ok'] = j.parse_ok.astype(bool)
     if 'sample' in j: j['sample'] = j['sample'].astype(int)
     if 'valid_mass' in j: j['valid_mass'] = j.valid_mass.astype(float)
     return j
 
+# %% ../nbs/07_judges.ipynb #d1381be0
 def to_table(rows)->pd.DataFrame:
     "Rows as a judgments table: `JUDGMENT_COLUMNS`, `EXTRA_COLUMNS`, then the `OPTIONAL_COLUMNS` some row has."
     rows = list(rows)
     return typed_judgments(rows, JUDGMENT_COLUMNS + EXTRA_COLUMNS + [c for c in OPTIONAL_COLUMNS if any(c in r for r in rows)])
 
+# %% ../nbs/07_judges.ipynb #e038f029
 def summarize(j:pd.DataFrame)->pd.DataFrame:
     "Cost and failure table per judge x dimension: rows, parse failures and failure rate, tokens and seconds in total and per item, and the mean valid-score mass where the judgments have it (G-Eval)."
     g = j.groupby(['judge', 'model', 'dimension'], sort=False)
@@ -89,6 +96,7 @@ def reply_before_score(text:str|None)->str:
     hits = list(_LAST_FIELD.finditer(t))
     return (t[:hits[-1].start()] if hits else t).strip()
 
+# %% ../nbs/07_judges.ipynb #7667cf11
 def score_completion_request(base:Request, # the request whose reply wrote no score
                              reply:str, # what the judge wrote before its score (`reply_before_score`; Analyze-Rate: `analysis_text`)
                              lo:float, hi:float, # the scale: the completion is one of its ratings (`score_strings`)
@@ -104,12 +112,16 @@ def score_completion_request(base:Request, # the request whose reply wrote no sc
                    choice=list(score_strings(lo, hi)), continue_final=True,
                    meta=dict(base.meta, prompt=f"{base.meta.get('prompt') or 'judge'}+score completion"), **kw)
 
+# %% ../nbs/07_judges.ipynb #a69ea6d7
 def check_score_completion(backend, base:Request, lo:float, hi:float, label:str='Rating:', **kw)->None:
     "Raise `RequestError` before any generation when `backend` cannot run the score completions of `base`'s method (a prefilled answer with a choice constraint)."
     r = score_completion_request(base, 'x', lo, hi, label, **kw)
-    try: r.validate(); backend.check_request(r)
+    try:
+        r.validate()
+        backend.check_request(r)
     except RequestError as e: raise RequestError(f"complete_score=True needs a backend that continues a prefilled answer with a choice constraint: {e}") from None
 
+# %% ../nbs/07_judges.ipynb #e08951cc
 def complete_scores(rows:list, # judgments rows (`judgment_row`), changed in place
                     bases:list, # per row: the request it answered
                     scales:list, # per row: (lo, hi)
@@ -118,12 +130,17 @@ def complete_scores(rows:list, # judgments rows (`judgment_row`), changed in pla
                     parse=None, # (Choice, lo, hi) -> (Parsed, extra row fields, 'note': added to `scoring`); default: `parse_score` of `label` + the completion
                     progress=True, **kw)->list:
     "The rows, those whose reply wrote no score (`COMPLETE_FAILURES`) finished by one score completion each (one batch), marked: `scoring` 'completed: <first failure>', `first_failure`, `completion`; tokens and seconds added."
-    for row in rows: row.setdefault('first_failure', None); row.setdefault('completion', None)
+    for row in rows:
+        row.setdefault('first_failure', None)
+        row.setdefault('completion', None)
     todo = [i for i, row in enumerate(rows) if row['failure'] in COMPLETE_FAILURES or str(row['failure']).startswith(NO_SCORE + ':')]   # G-Eval: 'no score found: no valid rating among ...'
     reqs = [score_completion_request(bases[i], reply(rows[i]['rationale']), *scales[i], label=label, lead=lead, **kw) for i in todo]
     if not reqs: return rows
     for i, c in zip(todo, backend.generate(reqs, progress=progress)):
-        ch = c.choices[0]; row = rows[i]; lo, hi = scales[i]; extra = {}
+        ch = c.choices[0]
+        row = rows[i]
+        lo, hi = scales[i]
+        extra = {}
         if ch.error: p = Parsed(None, f'request failed: {ch.error}')
         elif parse is not None: p, extra = parse(ch, lo, hi)
         else: p = parse_score(label + ch.text, lo, hi, ch.finish_reason)
@@ -142,12 +159,14 @@ def analysis_text(text:str)->str:
     if hits: t = t[:hits[-1].start()]
     return re.sub(r'^\s*\**analysis\**\s*:\s*', '', t.strip(), flags=re.I).strip()
 
+# %% ../nbs/07_judges.ipynb #07d0768a
 def analyze_rate_requests(ds, its, dims, template='analyze_rate', temperature=0.0, n=1, max_tokens=256, seed=0):
     ds = D.as_dataset(ds)
     t = load_prompt(template)
     return [t.request(meta=dict(item_id=it.item_id, dimension=d), max_tokens=max_tokens, temperature=temperature, n=n, seed=seed,
                       **item_variables(ds, it, d)) for it in its.itertuples() for d in dims]
 
+# %% ../nbs/07_judges.ipynb #0314d2f3
 def analyze_rate(ds, its, dims, backend, template:str='analyze_rate', temperature:float=0.0, n:int=1, max_tokens:int=256, seed:int=0, progress=True,
                  complete_score:bool=False, # a reply without a score gets one score completion ('Analysis: <analysis>\nRating:', constrained to the ratings)
                 ):
@@ -155,7 +174,8 @@ def analyze_rate(ds, its, dims, backend, template:str='analyze_rate', temperatur
     ds = D.as_dataset(ds)
     reqs = analyze_rate_requests(ds, its, dims, template, temperature, n, max_tokens, seed)
     if complete_score and reqs: check_score_completion(backend, reqs[0], *ds.dim(reqs[0].meta['dimension']).scale[:2])
-    outs = backend.generate(reqs, progress=progress); rows, bases = [], []
+    outs = backend.generate(reqs, progress=progress)
+    rows, bases = [], []
     for r, c in zip(reqs, outs):
         d = ds.dim(r.meta['dimension'])
         for ch in c.choices:
@@ -174,6 +194,7 @@ def geval_labels(dim)->list:
     "The names a G-Eval reply may use for a dimension's field: its label, its name and aliases (underscores as spaces)."
     return list(dict.fromkeys(n for n in [dim.label, dim.name, *dim.aliases] if n and n.strip()))
 
+# %% ../nbs/07_judges.ipynb #07b87c83
 def _label_pattern(labels=())->str:
     "A field label, as a regex: the dimension's names (then optionally 'score'/'rating'), 'score', 'rating', 'final score', ..."
     names = sorted({re.sub(r'[\s_]+', ' ', l).strip() for l in labels if l and l.strip()}, key=lambda n: (-len(n), n))   # longest first; a fixed order (a set's is per process)
@@ -181,6 +202,7 @@ def _label_pattern(labels=())->str:
     dim = rf'(?:{alt})(?:\s++(?:score|rating))?+|' if alt else ''
     return rf'(?<![\w])(?:{dim}{_GENERIC_LABEL})\**+\s*+(?:\(\s*+\d++\s*+(?:-|–|to)\s*+\d++\s*+\)\s*+)?+\**+\s*+[:=]\s*+\**+\s*+'
 
+# %% ../nbs/07_judges.ipynb #6510bfc8
 def geval_offset(text:str, labels=())->int|None:
     "Character offset of the rating in a G-Eval reply: after the first field label ('Coherence: 4', '**Rating**: 4', '- Coherence (1-5): 4', '1. Coherence: 4'), else the reply's leading number unless it is list numbering ('1. The summary ...'); None when there is none."
     t = text or ''
@@ -190,11 +212,13 @@ def geval_offset(text:str, labels=())->int|None:
     if m is None or _LIST_NUMBER.match(t, m.end()): return None
     return m.start(1)
 
+# %% ../nbs/07_judges.ipynb #2517dd88
 def geval_stop_pattern(labels=(), hi:float=5)->str:
     "A `Request.stop_pattern` that ends a G-Eval reply once its rating is written (a one-digit scale stops at the digit, a longer one at the next character)."
     num = r'\d' if hi < 10 else r'\d++(?=\.?[^\d.])'
     return rf'(?i:{_label_pattern(labels)}){num}|^\s*+\**+\s*+\d++[^\d.)]'
 
+# %% ../nbs/07_judges.ipynb #1fce1958
 def geval_position(logprobs, labels=()):
     "The score position: the token holding the rating `geval_offset` finds in the generated text (list numbering is never a score), or None."
     toks = [t['token'] or '' for t in logprobs or []]
@@ -204,6 +228,7 @@ def geval_position(logprobs, labels=()):
     i = bisect.bisect_right(starts, off, hi=len(toks)) - 1
     return i if toks[i][:off - starts[i]].strip(' \t\n*') == '' else None   # the token starts the rating (' 4', '4'), not ':4'
 
+# %% ../nbs/07_judges.ipynb #3bf1bdd0
 def geval_text_score(text:str, lo:float, hi:float, labels=())->Parsed:
     "The rating of a sampled G-Eval reply, found as `geval_offset` finds it (the fallback without logprobs)."
     off = geval_offset(text, labels)
@@ -211,10 +236,12 @@ def geval_text_score(text:str, lo:float, hi:float, labels=())->Parsed:
     x = float(re.match(r'\d++(?:\.\d++)?+', text[off:])[0])
     return Parsed(None, why) if (why := range_failure(x, lo, hi)) else Parsed(x)
 
+# %% ../nbs/07_judges.ipynb #30bbf70f
 def geval_steps(ds, dims, backend, template:str='geval_steps', max_tokens:int=256, seed:int=0, progress=True)->dict:
     "{dimension: evaluation steps written by the model} (G-Eval's auto-CoT): one greedy request per dimension."
     ds = D.as_dataset(ds)
-    t = load_prompt(template); it = next(ds.items.itertuples())   # only dimension-level variables are used
+    t = load_prompt(template)
+    it = next(ds.items.itertuples())   # only dimension-level variables are used
     reqs = [t.request(meta=dict(dimension=d), max_tokens=max_tokens, temperature=0.0, seed=seed, **item_variables(ds, it, d)) for d in dims]
     out = {}
     for r, c in zip(reqs, backend.generate(reqs, progress=progress)):
@@ -223,28 +250,33 @@ def geval_steps(ds, dims, backend, template:str='geval_steps', max_tokens:int=25
         out[r.meta['dimension']] = '\n'.join(numbered or lines).strip()
     return out
 
+# %% ../nbs/07_judges.ipynb #33878ce5
 def score_strings(lo, hi)->tuple:
     "The ratings lo..hi as the strings a judge writes ('1', ..., '5')."
     return tuple(str(s) for s in range(int(lo), int(hi) + 1))
 
 _GEVAL_FILES = dict(coherence='coh', consistency='con', fluency='flu', relevance='rel')
 
+# %% ../nbs/07_judges.ipynb #8c601315
 def has_official_geval(ds)->bool:
     "Whether G-Eval released prompts for this dataset (a `geval` file group in its registry entry: SummEval)."
     return any(g.name == 'geval' for g in D.get_spec(ds.name if hasattr(ds, 'spec') else ds).file_groups)
 
+# %% ../nbs/07_judges.ipynb #2770a85c
 def geval_official_prompts(ds, dims)->dict:
     "{dimension: G-Eval's released prompt text} (prompts/<dataset>/<dim>_detailed.txt of the `geval` file group, sha256-verified)."
     ds = D.as_dataset(ds)
     name = ds.name if hasattr(ds, 'spec') else str(ds)
     if not has_official_geval(name): raise ValueError(f"G-Eval released no prompts for {name} (only SummEval): use prompts='judgelab'")
-    D.group_files(name, 'geval'); out = {}
+    D.group_files(name, 'geval')
+    out = {}
     for d in dims:
         if d not in _GEVAL_FILES: raise ValueError(f"G-Eval released no prompt for {name}/{d}; its prompts: {list(_GEVAL_FILES)}")
         out[d] = (D.raw_dir(name)/'methods/geval/prompts'/name/f'{_GEVAL_FILES[d]}_detailed.txt').read_text()
         if '{{Document}}' not in out[d] or '{{Summary}}' not in out[d]: raise ValueError(f"G-Eval prompt for {name}/{d} lacks its {{{{Document}}}}/{{{{Summary}}}} placeholders")
     return out
 
+# %% ../nbs/07_judges.ipynb #aa5bff30
 def _geval_requests(ds, its, dims, t, official:dict, steps:dict, top_logprobs:int, max_tokens:int, seed:int)->list:
     "G-Eval's requests, per item and dimension: official prompts where given, else the template `t` (with the evaluation steps)."
     reqs = []
@@ -260,6 +292,7 @@ def _geval_requests(ds, its, dims, t, official:dict, steps:dict, top_logprobs:in
             else: reqs.append(t.request(**kw, **item_variables(ds, it, d), steps=steps.get(d, '')))
     return reqs
 
+# %% ../nbs/07_judges.ipynb #4df1d517
 def _geval_logprob_rows(ds, reqs:list, outs:list)->tuple:
     "(judgments rows of the completions with logprobs, their requests, the requests without logprobs to sample instead)."
     rows, redo, done = [], [], []
@@ -276,11 +309,13 @@ def _geval_logprob_rows(ds, reqs:list, outs:list)->tuple:
         done.append(r)
     return rows, done, redo
 
+# %% ../nbs/07_judges.ipynb #e6c053ad
 def _geval_at_first(ch, lo, hi)->tuple:
     "The rating's distribution at a score completion's first token, as at a score position."
     p, mass, src = geval_distribution(ch.logprobs, int(lo), int(hi), position=0)
     return p, dict(valid_mass=mass, note=f'logprobs ({src})')
 
+# %% ../nbs/07_judges.ipynb #080fa7f9
 def _geval_sample_rows(ds, redo:list, backend, max_tokens:int, n_samples:int, min_share:float, seed:int, progress)->list:
     "Judgments rows for the requests the backend gave no logprobs: the mean of `n_samples` sampled ratings each."
     rows = []
@@ -293,6 +328,7 @@ def _geval_sample_rows(ds, redo:list, backend, max_tokens:int, n_samples:int, mi
                     | dict(rationale=json.dumps(c.texts), completion_tokens=c.completion_tokens, seconds=c.seconds, cached=c.cached, valid_mass=np.nan))
     return rows
 
+# %% ../nbs/07_judges.ipynb #ecb3636c
 def geval(ds, its, dims, backend, template:str='geval',
           top_logprobs:int=20, # alternatives per token where the backend gives only the top (OpenAI: at most 20; vLLM: SamplingParams(logprobs=20), its default max_logprobs)
           n_samples:int=20, # fallback without logprobs: samples per item (the paper's n)
@@ -339,21 +375,25 @@ def icl_examples(ds, dim, train_ids, k=5, seed=0)->list:
     out = ds.items.set_index('item_id')
     return [dict(output=out.loc[i, 'output'], score=f'{hm[i]:g}') for i in hm.index[pos]]
 
+# %% ../nbs/07_judges.ipynb #5c0f1ee1
 def direct(ds, its, dims, backend, template:str='direct', icl:int=0, temperature:float=0.0, n:int=1, max_tokens:int=256, seed:int=0, progress=True,
            complete_score:bool=False, # a reply without a score gets one score completion ('<reply>\nScore:', constrained to the ratings)
           ):
     "Direct-prediction judgments (optionally with ICL examples from the training half)."
     ds = D.as_dataset(ds)
-    t = load_prompt(template); examples = {}
+    t = load_prompt(template)
+    examples = {}
     if icl:
         tr, te = split_indices(len(ds.items), seed)
-        train_ids = ds.items.item_id.values[tr]; test_ids = set(ds.items.item_id.values[te])
+        train_ids = ds.items.item_id.values[tr]
+        test_ids = set(ds.items.item_id.values[te])
         its = its[its.item_id.isin(test_ids)]
         examples = {d: icl_examples(ds, d, train_ids, icl, seed) for d in dims}
     reqs = [t.request(meta=dict(item_id=it.item_id, dimension=d), max_tokens=max_tokens, temperature=temperature, n=n, seed=seed,
                       examples=examples.get(d, []), **item_variables(ds, it, d)) for it in its.itertuples() for d in dims]
     if complete_score and reqs: check_score_completion(backend, reqs[0], *ds.dim(reqs[0].meta['dimension']).scale[:2], 'Score:')
-    outs = backend.generate(reqs, progress=progress); rows, bases = [], []
+    outs = backend.generate(reqs, progress=progress)
+    rows, bases = [], []
     for r, c in zip(reqs, outs):
         d = ds.dim(r.meta['dimension'])
         for ch in c.choices:
@@ -361,7 +401,8 @@ def direct(ds, its, dims, backend, template:str='direct', icl:int=0, temperature
                                      parse_score(ch.text, d.lo, d.hi, ch.finish_reason), ch, r, c.backend))
             bases.append(r)
     if complete_score: complete_scores(rows, bases, [ds.dim(r.meta['dimension']).scale[:2] for r in bases], backend, 'Score:', progress=progress)
-    j = to_table(rows); j.attrs['file_method'] = 'direct' + (f'_icl{icl}' if icl else '')
+    j = to_table(rows)
+    j.attrs['file_method'] = 'direct' + (f'_icl{icl}' if icl else '')
     return j
 
 # %% ../nbs/07_judges.ipynb #fcfd2a18
@@ -370,14 +411,18 @@ def direct_regressor(j:pd.DataFrame, dataset, seed:int=0,
                     )->pd.DataFrame:
     "Judgments of the test half from a one-feature regressor (judge score -> human mean) fitted on the training half."
     dataset = D.as_dataset(dataset)
-    sc = judgment_scores(j); hm = dataset.human_mean(); rows = []
+    sc = judgment_scores(j)
+    hm = dataset.human_mean()
+    rows = []
     for (judge, model, dim), g in sc.groupby(['judge', 'model', 'dimension'], sort=False):
         g = g.set_index('item_id').reindex([i for i in dataset.items.item_id if i in set(g.item_id)])
-        tr, te = split_indices(len(g), seed); ok = g.score.notna().values
+        tr, te = split_indices(len(g), seed)
+        ok = g.score.notna().values
         x, y = g.score.values, hm[dim].reindex(g.index).values
         fit_rows = [i for i in tr if ok[i]]
         if len(fit_rows) < 2: raise ValueError(f"{judge}/{dim}: fewer than 2 parsed training items to fit the regressor")
-        m = make_regressor(regressor, seed); d = dataset.dim(dim)
+        m = make_regressor(regressor, seed)
+        d = dataset.dim(dim)
         with warnings.catch_warnings():
             warnings.simplefilter('ignore')   # MLP convergence warnings on tiny data
             m.fit(x[fit_rows, None], y[fit_rows])

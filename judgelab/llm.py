@@ -13,10 +13,13 @@ __all__ = ['RequestError', 'BackendError', 'Request', 'sample_seed', 'Choice', '
 
 # %% ../nbs/02_llm.ipynb #4e622f64
 class RequestError(ValueError): "A request that no backend should run (bad messages or sampling values)."
+
+# %% ../nbs/02_llm.ipynb #9e8674ca
 class BackendError(RuntimeError): "A backend that could not produce a completion (server gone, model failed)."
 
 _ROLES = {'system', 'user', 'assistant'}
 
+# %% ../nbs/02_llm.ipynb #e8a68c57
 @dataclass
 class Request:
     "One chat request: messages, sampling parameters, optional constraints, and metadata that is not part of the cache key."
@@ -79,6 +82,7 @@ class Request:
         if self.stop_pattern is not None: d['stop_pattern'] = self.stop_pattern
         return d
 
+# %% ../nbs/02_llm.ipynb #c20f4d8e
 def sample_seed(seed:int|None, sample:int)->int|None:
     "The seed of sample `sample` of a request with base `seed` (None stays None)."
     if seed is None: return None
@@ -101,10 +105,14 @@ class Choice:
     @property
     def truncated(self): return self.finish_reason == 'length'
     def to_json(self)->str:
-        d = asdict(self); d.pop('cached'); d.pop('key'); return json.dumps(d, ensure_ascii=False)
+        d = asdict(self)
+        d.pop('cached')
+        d.pop('key')
+        return json.dumps(d, ensure_ascii=False)
     @classmethod
     def from_json(cls, s, key=None): return cls(**json.loads(s), cached=True, key=key)
 
+# %% ../nbs/02_llm.ipynb #3755b5c8
 @dataclass
 class Completion:
     "The completion of one request: its samples in `choices`, and which backend and model made them."
@@ -142,6 +150,7 @@ class Job:
     @property
     def seed(self): return sample_seed(self.request.seed, self.sample)
 
+# %% ../nbs/02_llm.ipynb #28aedebf
 class Backend:
     "Base class: subclasses set `name` and implement `identity()` and `run_jobs(jobs, progress)`."
     name = 'base'
@@ -153,32 +162,41 @@ class Backend:
         raise NotImplementedError
     def jobs(self, requests)->list:
         "Validate every request (before any work), then expand it into one job per sample."
-        for r in requests: r.validate(); self.check_request(r)
+        for r in requests:
+            r.validate()
+            self.check_request(r)
         out = []
         for ri, r in enumerate(requests):
             for s in range(r.n): out.append(Job(len(out), r, s, ri))
         return out
     def generate(self, requests:list, progress:bool=True)->list:
         "Completions for `requests`, in order (validated first; no caching at this level: use `judgelab.models.get_backend`)."
-        requests = list(requests); jobs = self.jobs(requests)
+        requests = list(requests)
+        jobs = self.jobs(requests)
         got = dict(self.run_jobs(jobs, progress))
         return assemble(requests, jobs, got, self.name, self.identity())
     def __repr__(self): return f"{type(self).__name__}({self.identity()!r})"
 
+# %% ../nbs/02_llm.ipynb #ac9cb29a
 def assemble(requests, jobs, got, backend, model)->list:
     "Group per-job choices back into one Completion per request, in request order."
     per = [[] for _ in requests]
     for j in jobs:
-        ch = got[j.index]; ch.sample = j.sample; per[j.ri].append(ch)
+        ch = got[j.index]
+        ch.sample = j.sample
+        per[j.ri].append(ch)
     return [Completion(sorted(cs, key=lambda c: c.sample), backend, model) for cs in per]
 
 # %% ../nbs/02_llm.ipynb #93218885
 def _takes_sample(f)->bool:
     "Whether `f` can be called as `f(request, sample)` (else `f(request)`)."
-    try: inspect.signature(f).bind(None, None); return True
+    try:
+        inspect.signature(f).bind(None, None)
+        return True
     except TypeError: return False
     except ValueError: return False        # no signature to read (a builtin): one argument
 
+# %% ../nbs/02_llm.ipynb #357e845b
 class ScriptedBackend(Backend):
     """The one test double of a backend: no model, scripted replies, every request recorded.
     `replies` is a function, `reply(request)` or `reply(request, sample)`, called once per sample, or a list of replies
@@ -217,7 +235,8 @@ class ScriptedBackend(Backend):
         if isinstance(got, str): got = dict(text=got)
         if isinstance(got, Choice): ch = replace(got)
         elif isinstance(got, dict):
-            d = dict(got); err = d.get('error')
+            d = dict(got)
+            err = d.get('error')
             if err and d.get('text'): raise ValueError(f"a failed reply has no text: {d!r}")
             text = d.pop('text', '')
             d.setdefault('finish_reason', 'error' if err else 'stop')
@@ -230,7 +249,8 @@ class ScriptedBackend(Backend):
         ch.sample, ch.cached, ch.key = j.sample, False, None
         return ch
     def run_jobs(self, jobs, progress=True):
-        jobs = list(jobs); self.batches.append(jobs)
+        jobs = list(jobs)
+        self.batches.append(jobs)
         for j in jobs:
             self.requests.append(j.request)
             yield j.index, self._choice(self._reply(j), j)

@@ -49,6 +49,7 @@ def _described(v):
     who = sorted({f'{a}/{b}' for a, b in zip(v.judge, v.model)}) if {'judge', 'model'} <= set(v.columns) else []
     return f"table {v.attrs.get('source') or '(given)'}: {len(v)} rows" + (f" of {', '.join(who)}" if who else '')
 
+# %% ../nbs/10a_methods.ipynb #cc404696
 def run(method:str, # a name in `METHODS`
         dataset, # dataset name or Dataset
         backend=None, # a Backend, a backend name, or None for the embedded default (all through the cache)
@@ -93,12 +94,16 @@ ENTRY_KEYS = ('method', 'options', 'dims', 'n_items', 'label')
 
 class _Stop(Exception): "Raised by `_Probe` at the first request: the method accepted its arguments."
 
+# %% ../nbs/10a_methods.ipynb #eabddd5d
 class _Probe(Backend):
     "A backend that validates the first batch of requests and stops there."
     name = 'probe'
     def identity(self): return 'probe'
-    def generate(self, requests, progress=True): self.jobs(list(requests)); raise _Stop()
+    def generate(self, requests, progress=True):
+        self.jobs(list(requests))
+        raise _Stop()
 
+# %% ../nbs/10a_methods.ipynb #4c9536d2
 @contextlib.contextmanager
 def _scratch_outputs():
     "outputs/ redirected to a temporary folder (a probed method may record files before its first request)."
@@ -110,6 +115,7 @@ def _scratch_outputs():
             if old is None: os.environ.pop('JUDGELAB_OUTPUTS', None)
             else: os.environ['JUDGELAB_OUTPUTS'] = old
 
+# %% ../nbs/10a_methods.ipynb #072c4c90
 def _probe(p, ds, seed):
     try:
         its = select_items(ds, None, min(p['n_items'] or 2, 2), seed)    # two items: the method's own checks do not depend on how many
@@ -137,12 +143,18 @@ def method_plan(entries:list, # [{method, options?, dims?, n_items?, label?}] or
     default_dims = dims_of(dims, 'dims') or spec.dim_names
     for i, e in enumerate(entries):
         e = {'method': e} if isinstance(e, str) else e
-        if not isinstance(e, dict) or 'method' not in e: errs.append(f"methods[{i}]: an entry is a mapping with a 'method' key, not {e!r}"); continue
+        if not isinstance(e, dict) or 'method' not in e:
+            errs.append(f"methods[{i}]: an entry is a mapping with a 'method' key, not {e!r}")
+            continue
         m, where = e['method'], f"methods[{i}] ({e['method']})"
         if bad := [k for k in e if k not in ENTRY_KEYS]: errs.append(f"{where}: unknown key(s) {bad}; keys: {', '.join(ENTRY_KEYS)}")
-        if m not in METHODS: errs.append(f"{where}: unknown method {m!r}; methods: {', '.join(METHODS)}"); continue
+        if m not in METHODS:
+            errs.append(f"{where}: unknown method {m!r}; methods: {', '.join(METHODS)}")
+            continue
         opts = e.get('options') or {}
-        if not isinstance(opts, dict): errs.append(f"{where}: options must be a mapping, not {opts!r}"); opts = {}
+        if not isinstance(opts, dict):
+            errs.append(f"{where}: options must be a mapping, not {opts!r}")
+            opts = {}
         try: check_options(m, opts, spec.name)
         except (TypeError, ValueError) as x: errs.append(f"{where}: {str(x).replace('Unknown', 'unknown', 1)}")
         ds_ = dims_of(e['dims'], f'{where} dims') if e.get('dims') else default_dims
@@ -172,7 +184,9 @@ def method_problems(judged:pd.DataFrame, # a judge run's table: label, status, s
     for r in judged.itertuples():
         if r.status == 'ok': continue
         count = f"{r.scored} of {r.pairs} pairs scored"
-        if r.label in raised: out.append(f"{r.label}: raised {r.top_failures} ({count})"); continue
+        if r.label in raised:
+            out.append(f"{r.label}: raised {r.top_failures} ({count})")
+            continue
         what = [f"no parsed score on {r.no_score_on}" if r.no_score_on else '', 'no analysis edited and rescored' if r.rescored == 0 else '']
         out.append(f"{r.label}: " + ', '.join(filter(None, what)) + (f" ({count}; {r.top_failures})" if r.top_failures else f" ({count})"))
     return out

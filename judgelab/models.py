@@ -32,6 +32,7 @@ def check_backend(name:str|None, # a provider name (None: 'llamacpp')
     if hasattr(BACKENDS[name], 'validate'): BACKENDS[name].validate(**{k: v for k, v in (options or {}).items() if v not in (None, '')})
     return name
 
+# %% ../nbs/02c_models.ipynb #9f9466f3
 def get_backend(name:str|None=None, # 'llamacpp' (default, embedded), 'openai' or 'vllm'
                 cache=True, # True: the default cache; a path; a GenerationCache; False: no cache (tests of the cache itself only)
                 mode:str='readwrite', # cache mode: 'readwrite' or 'replay' (never calls a model; fails listing the misses)
@@ -42,4 +43,3 @@ def get_backend(name:str|None=None, # 'llamacpp' (default, embedded), 'openai' o
     if cache is False: return backend
     c = cache if isinstance(cache, GenerationCache) else GenerationCache(None if cache is True else cache)
     return CachedBackend(backend, c, mode=mode)
-

@@ -22,6 +22,7 @@ def in_range(x, # a score, or an array / Series of scores
     "Whether `x` lies on the scale `lo..hi` (within 1e-9); NaN never does."
     return (x >= lo - 1e-9) & (x <= hi + 1e-9)
 
+# %% ../nbs/04_parse.ipynb #b4e8fe80
 def range_failure(x:float, lo:float, hi:float)->str|None:
     "None when the score `x` is on the scale `lo..hi`, else the failure to record: 'out of range: 7 not in [1, 5]'."
     return None if in_range(x, lo, hi) else f'{OUT_OF_RANGE}: {x:g} not in [{lo:g}, {hi:g}]'
@@ -63,6 +64,7 @@ _CLAUSE = re.compile(r'[,;:.!?\n(]')                                        # wh
 _QUOTES = re.compile(r'["“”]')
 _HEDGE_WINDOW = 60   # characters of the clause before a phrase
 
+# %% ../nbs/04_parse.ipynb #d1c51bba
 def parse_score(text:str, # the judge's output
                 lo:float=1, hi:float=5, # the scale
                 finish_reason:str|None=None, # 'length' turns "no score" into "truncated"
@@ -71,7 +73,8 @@ def parse_score(text:str, # the judge's output
     "The score a judge gave, anchored on its final score field, else on a score phrase ('I give it a score of 4'), or a failure with its reason."
     if text is None or not str(text).strip():
         return Parsed(None, TRUNCATED if finish_reason == 'length' else EMPTY)
-    t = str(text); none = Parsed(None, TRUNCATED if finish_reason == 'length' else NO_SCORE)
+    t = str(text)
+    none = Parsed(None, TRUNCATED if finish_reason == 'length' else NO_SCORE)
     labels = list(_LABEL.finditer(t))      # all labels first: one field's value never swallows the next label
     if not labels:
         bare = _BARE.fullmatch(t)
@@ -97,16 +100,22 @@ def parse_score(text:str, # the judge's output
     if len(set(last)) > 1 or len(distinct) > 1: return Parsed(None, f'{CONFLICT}: {sorted(distinct)}')
     return _check(last[0], lo, hi, integer)
 
+# %% ../nbs/04_parse.ipynb #2c54e77f
 def _phrases(t):
     "The scores a reply states in words ('I would give it a score of 4', 'I'd rate it a 4', 'a rating of 4/5') as [(4.0, '5' or None)]: not inside a double-quoted passage, not hedged in its clause ('would not give it a 5', 'if ...', 'to get a 5'), not a rubric ('a score of 1 means')."
-    quotes = [m.start() for m in _QUOTES.finditer(t)]; lines = [m.start() for m in re.finditer('\n', t)]; out = []
+    quotes = [m.start() for m in _QUOTES.finditer(t)]
+    lines = [m.start() for m in re.finditer('\n', t)]
+    out = []
     for m in _PHRASE.finditer(t):
-        s = m.start(); k = bisect.bisect_left(lines, s); line = lines[k - 1] if k else -1       # the newline before it
+        s = m.start()
+        k = bisect.bisect_left(lines, s)
+        line = lines[k - 1] if k else -1       # the newline before it
         if (bisect.bisect_left(quotes, s) - bisect.bisect_right(quotes, line)) % 2: continue        # inside "..." on its line
         if _HEDGE.search(_CLAUSE.split(t[max(0, s - _HEDGE_WINDOW):s])[-1]) or _RUBRIC.match(t, m.end()): continue
         out.append((float(m['v']), m['d']))
     return out
 
+# %% ../nbs/04_parse.ipynb #b3853afc
 def _field_numbers(v):
     "Numbers a score field states up to its line or sentence end ('4', '**4**', '3 or 4', '3-4', '4/5' as 4), and its fractions [(4.0, '5')]."
     end = _END.search(v)
@@ -115,11 +124,13 @@ def _field_numbers(v):
     if fractions: v = _FRACTION.sub(r'\1', v)
     return [float(x) for x in _NUMBER.findall(v)], fractions
 
+# %% ../nbs/04_parse.ipynb #90869669
 def _denominator_failure(fractions, lo, hi):
     "An out-of-range failure for the first fraction whose denominator is not the top of the scale, else None."
     for x, d in fractions:
         if float(d) != hi: return Parsed(None, f'{OUT_OF_RANGE}: {x:g}/{d}, denominator {d} does not match the scale {lo:g}-{hi:g}')
 
+# %% ../nbs/04_parse.ipynb #c7cd3219
 def _check(x, lo, hi, integer):
     if integer and x != int(x): return Parsed(None, f'{OUT_OF_RANGE}: {x:g} is not an integer')
     if why := range_failure(x, lo, hi): return Parsed(None, why)
@@ -137,19 +148,24 @@ def score_position(logprobs:list, # per-token logprobs of a Choice: [{'token', '
     starts = list(itertools.accumulate(map(len, toks), initial=0))
     text, pos = ''.join(toks), None
     for m in re.finditer(field_pattern, text, flags=re.I):      # one pass over the text, not one search per token
-        e = m.end(); f = _FILLER.match(text, e).end()
+        e = m.end()
+        f = _FILLER.match(text, e).end()
         i = bisect.bisect_left(starts, e, hi=len(toks))
         while i < len(toks) and starts[i] <= f:                   # tokens starting between the field and its value
-            if _DIGIT_TOKEN.match(toks[i]): pos = i; break
+            if _DIGIT_TOKEN.match(toks[i]):
+                pos = i
+                break
             i += 1
     return pos
 
+# %% ../nbs/04_parse.ipynb #ff22f690
 def score_probs(entry:dict, # one position of a Choice's logprobs: {'token', 'logprob', 'top', optionally 'scores'}
                 lo:int=1, hi:int=5)->tuple: # ({rating: probability}, source)
     "The probability of every valid rating lo..hi at one position, and its source: 'full distribution' (the backend's `scores`, every score token) or 'top k' (only the ratings among the k alternatives)."
     if entry.get('scores') is not None: alts, src = entry['scores'], 'full distribution'
     else:
-        alts = entry.get('top') or [[entry.get('token'), entry.get('logprob')]]; src = f'top {len(alts)}'
+        alts = entry.get('top') or [[entry.get('token'), entry.get('logprob')]]
+        src = f'top {len(alts)}'
     probs = {}
     for tok, lp in alts:
         s = (tok or '').strip()
@@ -157,19 +173,23 @@ def score_probs(entry:dict, # one position of a Choice's logprobs: {'token', 'lo
             probs[int(s)] = probs.get(int(s), 0.0) + math.exp(lp)          # '4' and ' 4' are both the rating 4
     return probs, src
 
+# %% ../nbs/04_parse.ipynb #adc20ea8
 def geval_distribution(logprobs:list, lo:int=1, hi:int=5, position:int|None=None)->tuple:
     "(Parsed, valid-score mass, source): the probability-weighted rating at the score position, renormalised over lo..hi; the mass is the probability that fell on valid ratings there (a lower bound from top-k), NaN without a position."
     if not logprobs: return Parsed(None, 'no logprobs'), float('nan'), None
     i = score_position(logprobs) if position is None else position
     if i is None: return Parsed(None, NO_SCORE), float('nan'), None
-    probs, src = score_probs(logprobs[i], lo, hi); z = sum(probs.values())
+    probs, src = score_probs(logprobs[i], lo, hi)
+    z = sum(probs.values())
     if not probs: return Parsed(None, f"{NO_SCORE}: no valid rating among the {'score tokens' if src == 'full distribution' else 'top tokens'}"), 0.0, src
     return Parsed(sum(s*p for s, p in probs.items())/z), min(1.0, z), src
 
+# %% ../nbs/04_parse.ipynb #d21a2c58
 def geval_score(logprobs:list, lo:int=1, hi:int=5, position:int|None=None)->Parsed:
     "Probability-weighted rating at the score position, renormalised over valid ratings lo..hi."
     return geval_distribution(logprobs, lo, hi, position)[0]
 
+# %% ../nbs/04_parse.ipynb #bc283b8f
 def geval_from_samples(texts:list, lo=1, hi=5,
                        min_share:float=0.5, # the share of samples that must parse, else a failure
                        parse=None, # text -> Parsed (default: `parse_score` on lo..hi)
@@ -178,7 +198,8 @@ def geval_from_samples(texts:list, lo=1, hi=5,
     if not 0 <= min_share <= 1: raise ValueError(f"min_share must be in [0, 1], not {min_share!r}")
     parse = parse or (lambda t: parse_score(t, lo, hi))
     vals = [p.value for p in map(parse, texts) if p.ok]
-    k, n = len(vals), len(texts); detail = f'{k} of {n} samples parsed'
+    k, n = len(vals), len(texts)
+    detail = f'{k} of {n} samples parsed'
     if not k: return Parsed(None, f'{NO_SCORE}: {detail}', detail)
     if k < min_share*n - 1e-9: return Parsed(None, f'{NO_SCORE}: {detail} (< min_share {min_share:g})', detail)
     return Parsed(float(np.mean(vals)), None, detail)
@@ -199,6 +220,7 @@ def parse_checklist(text:str, n_questions:int)->dict:
                 missing=[q for q in range(1, n_questions + 1) if q not in seen],
                 conflicts=sorted(q for q, v in seen.items() if len(v) > 1))
 
+# %% ../nbs/04_parse.ipynb #2edbea41
 def checklist_score(parsed:dict)->float:
     "Proportion of yes among answered questions; NaN if none answered."
     a = parsed['answers']
@@ -225,6 +247,7 @@ def parse_rating(text:str, # a judge reply
     if not m: return None, f'no number after the last {field.capitalize()}:'
     return float(m.group(1)), None
 
+# %% ../nbs/04_parse.ipynb #9b720d7b
 def parse_labelled(text:str, # a judge reply
                    labels, # label or labels naming the dimension, e.g. ['Aspect Relevance']
                    fallback:str|None='rating', # field to read when no label is found

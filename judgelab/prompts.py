@@ -20,14 +20,17 @@ class PromptError(ValueError): "A template that is missing, malformed, or render
 
 _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=False, trim_blocks=True, lstrip_blocks=True)
 
+# %% ../nbs/03_prompts.ipynb #68df0c89
 def plural(word:str)->str:
     "The plural of an English noun (or of a label's last word) for templates: 'summary' -> 'summaries', 'story' -> 'stories', 'response' -> 'responses', 'Dialogue history' -> 'Dialogue histories'."
+    word = str(word)      # a variable the caller did not give (jinja2's StrictUndefined) raises UndefinedError here: a PromptError
     if re.search(r'[^aeiou]y$', word, re.I): return word[:-1] + ('IES' if word[-1].isupper() else 'ies')
     if re.search(r'(?:s|x|z|ch|sh)$', word, re.I): return word + ('ES' if word[-1].isupper() else 'es')
     return word + ('S' if word[-1:].isupper() else 's')
 
 _ENV.filters['plural'] = plural      # `{{ output_label | lower | plural }}`: never "summarys"
 
+# %% ../nbs/03_prompts.ipynb #037bdef1
 @dataclass
 class PromptTemplate:
     "A versioned chat prompt template."
@@ -55,8 +58,10 @@ class PromptTemplate:
         return Request(self.render(**kw), meta=dict(meta or {}, prompt=self.id), **sampling)
     def __repr__(self): return f"PromptTemplate('{self.id}')"
 
+# %% ../nbs/03_prompts.ipynb #73a63caa
 def prompts_dir()->Path: return paths.resource('data/prompts')
 
+# %% ../nbs/03_prompts.ipynb #8acdb0b9
 def load_prompt(name_or_path:str|Path)->PromptTemplate:
     "A template by name (from `data/prompts/`) or by path."
     p = Path(name_or_path)
@@ -72,6 +77,7 @@ def load_prompt(name_or_path:str|Path)->PromptTemplate:
     return PromptTemplate(d['name'], d['version'], d.get('system') or '', d['user'], d.get('description', ''), p,
                           {k: v for k, v in d.items() if k not in known})
 
+# %% ../nbs/03_prompts.ipynb #3f8de1c8
 def list_prompts()->list:
     "Names of the templates in `data/prompts/`."
     return sorted(p.stem for p in prompts_dir().glob('*.yaml'))
@@ -82,6 +88,7 @@ def scale_text(dim)->str:
     if dim.lo == 0 and dim.hi == 1 and dim.step == 1: return '0 = no, 1 = yes'
     return f'{dim.lo:g} = worst, {dim.hi:g} = best'
 
+# %% ../nbs/03_prompts.ipynb #e781b98b
 def item_variables(dataset, # a judgelab.data.Dataset
                    item, # an items row (Series/namedtuple/dict) or an item_id
                    dimension:str)->dict:
@@ -100,6 +107,7 @@ def item_variables(dataset, # a judgelab.data.Dataset
                 dimension=d.name, dimension_label=d.label, definition=d.definition, lo=f'{d.lo:g}', hi=f'{d.hi:g}',
                 step='' if d.step is None else f'{d.step:g}', scale_text=scale_text(d))
 
+# %% ../nbs/03_prompts.ipynb #65cfcc5d
 def render_item(template, dataset, item, dimension:str, **extra)->list:
     "Messages for one item and dimension (`extra` adds or overrides variables, e.g. ICL examples)."
     t = template if isinstance(template, PromptTemplate) else load_prompt(template)

@@ -29,7 +29,9 @@ def icc(ratings, # (units, raters) array or DataFrame; NaN where a rater did not
     "pingouin's intraclass correlations of the complete units (a unit with a missing rating is dropped and counted)."
     X = np.asarray(ratings, float)
     if X.ndim != 2 or X.shape[1] < 2: raise ValueError(f"icc needs a (units, raters) array with at least 2 raters, got shape {X.shape}")
-    ok = np.isfinite(X).all(1); Xc = X[ok]; n, k = Xc.shape
+    ok = np.isfinite(X).all(1)
+    Xc = X[ok]
+    n, k = Xc.shape
     out = dict(units=int(n), dropped=int((~ok).sum()), k=int(k))
     for c in ICC_COLUMNS: out.update({c: np.nan, f'{c}_lo': np.nan, f'{c}_hi': np.nan})
     if n < 3 or np.ptp(Xc) == 0: return out
@@ -48,7 +50,8 @@ def raters_fixed(dataset, # a `judgelab.data.Dataset` or a dataset name
                  dim:str, # dimension
                 )->bool:
     "Whether every rater slot of `dim` (position among an item's raters, by annotator id) is always the same named annotator."
-    ds = as_dataset(dataset); dim = ds.dim(dim).name
+    ds = as_dataset(dataset)
+    dim = ds.dim(dim).name
     h = ds.human[ds.human.dimension == dim].sort_values(['item_id', 'annotator'], kind='stable')
     slot = h.groupby('item_id', sort=False).cumcount()
     per_slot = h.assign(slot=slot.values).groupby('slot').annotator.nunique()
@@ -69,7 +72,8 @@ def human_reliability(dataset, # a `judgelab.data.Dataset` or a dataset name
                       dims=None, # dimensions (default: every dimension with several raters)
                      )->pd.DataFrame: # one row per dimension: ICCs with CIs, alphas, raters_fixed, units and dropped
     "ICC(1,1), ICC(2,1), ICC(2,k), ICC(3,1), ICC(3,k) of the human raters of each dimension, beside Krippendorff's alpha."
-    ds = as_dataset(dataset); rows = []
+    ds = as_dataset(dataset)
+    rows = []
     if 'sentences' in ds.extra:
         W = sentence_slots(ds).to_numpy(float)
         rows.append(dict(dataset=ds.name, dimension='consistency (sentence)', level='sentence', raters_fixed=False, **icc(W),
@@ -87,20 +91,26 @@ def judge_as_rater(judgments:pd.DataFrame, # judgments (schema of judgelab.judgm
                    dataset, # a `judgelab.data.Dataset` or a dataset name
                   )->pd.DataFrame: # one row per judge x dimension
     "ICC(2,1) of the human raters with and without the judge as one more rater, on the units the judge scored."
-    ds = as_dataset(dataset); s = judgment_scores(as_judgments(judgments, ds)); rows, alone = [], {}
+    ds = as_dataset(dataset)
+    s = judgment_scores(as_judgments(judgments, ds))
+    rows, alone = [], {}
     idx = pd.Index(ds.items.item_id)
     for (j, m, d), g in s.groupby(['judge', 'model', 'dimension']):     # sorted by name: not the rows' order
-        dim = ds.dim(d); H = rater_slots(ds, dim.name).reindex(idx).to_numpy(float)
+        dim = ds.dim(d)
+        H = rater_slots(ds, dim.name).reindex(idx).to_numpy(float)
         v = g.set_index('item_id').score.reindex(idx).to_numpy(float)
-        fin = v[np.isfinite(v)]; on = bool(len(fin) and ((fin >= dim.lo) & (fin <= dim.hi)).all())
+        fin = v[np.isfinite(v)]
+        on = bool(len(fin) and ((fin >= dim.lo) & (fin <= dim.hi)).all())
         row = dict(judge=j, model=m, dimension=dim.name, on_scale=on, units=0, dropped=0,
                    icc2_1_humans=np.nan, icc2_1_with_judge=np.nan, delta=np.nan, icc2_1_with_judge_lo=np.nan, icc2_1_with_judge_hi=np.nan,
                    note='' if on else f'scores outside the human scale {dim.lo:g}-{dim.hi:g}: not a rater')
         if H.shape[1] < 2: row['note'] = 'one human rating per item: no raters to join'
         elif on:
-            both = np.c_[H, v]; keep = np.isfinite(both).all(1)
+            both = np.c_[H, v]
+            keep = np.isfinite(both).all(1)
             ck = (dim.name, keep.tobytes())                                   # judges scoring the same items share the raters' ICC
-            a = alone[ck] if ck in alone else alone.setdefault(ck, icc(H[keep])); b = icc(both[keep])
+            a = alone[ck] if ck in alone else alone.setdefault(ck, icc(H[keep]))
+            b = icc(both[keep])
             row.update(units=a['units'], dropped=int((~keep).sum()), icc2_1_humans=a['icc2_1'], icc2_1_with_judge=b['icc2_1'],
                        delta=b['icc2_1'] - a['icc2_1'], icc2_1_with_judge_lo=b['icc2_1_lo'], icc2_1_with_judge_hi=b['icc2_1_hi'])
         rows.append(row)
@@ -108,14 +118,17 @@ def judge_as_rater(judgments:pd.DataFrame, # judgments (schema of judgelab.judgm
 
 # %% ../nbs/05b_reliability.ipynb #11f09d13
 def _codes(v):
-    u, c = np.unique(v, return_inverse=True); return c.ravel(), len(u)
+    u, c = np.unique(v, return_inverse=True)
+    return c.ravel(), len(u)
 
+# %% ../nbs/05b_reliability.ipynb #d2e29b24
 def _wranks(c, T, W):
     "Average ranks (ties averaged) of the items coded c (n,) with T codes, in each weighted resample W (B, n)."
     B = len(W)
     cnt = np.bincount((c[None, :] + T*np.arange(B)[:, None]).ravel(), weights=W.ravel(), minlength=B*T).reshape(B, T)
     return (np.cumsum(cnt, 1) - (cnt - 1)/2)[:, c]
 
+# %% ../nbs/05b_reliability.ipynb #635ea5d1
 def _zranks(x, W, Wn):
     "Weighted ranks of x in each resample, centred and scaled: the Wn-weighted mean (rows of Wn sum to 1) of a product of two is their correlation."
     R = _wranks(*_codes(x), W)
@@ -123,24 +136,31 @@ def _zranks(x, W, Wn):
     with np.errstate(invalid='ignore', divide='ignore'):
         return R/np.sqrt(np.einsum('bn,bn->b', Wn, R*R))[:, None]
 
+# %% ../nbs/05b_reliability.ipynb #ce5a4fa8
 def _pc(rxy, rxz, ryz, few):
     with np.errstate(invalid='ignore', divide='ignore'):
         r = np.clip((rxy - rxz*ryz)/np.sqrt((1 - rxz**2)*(1 - ryz**2)), -1, 1)
     r[few] = np.nan
     return r
 
+# %% ../nbs/05b_reliability.ipynb #920ef24e
 def _slot_partials(X, Y, z, W):
     "Partial Spearman correlations given z of each x in X {name: (n,)} with each y in Y {name: (n,)}, on each resample of W (B, n): {(x, y): (B,)}; each variable is ranked once."
-    W = np.asarray(W, float); Wn = W/W.sum(1, keepdims=True); few = (W > 0).sum(1) < 4
+    W = np.asarray(W, float)
+    Wn = W/W.sum(1, keepdims=True)
+    few = (W > 0).sum(1) < 4
     r = lambda a, b: np.einsum('bn,bn->b', Wn*a, b)
     Zz = _zranks(z, W, Wn)
-    Zx = {k: _zranks(v, W, Wn) for k, v in X.items()}; rxz = {k: r(Z, Zz) for k, Z in Zx.items()}
+    Zx = {k: _zranks(v, W, Wn) for k, v in X.items()}
+    rxz = {k: r(Z, Zz) for k, Z in Zx.items()}
     out = {}
     for o, y in Y.items():
-        Zy = _zranks(y, W, Wn); ryz = r(Zy, Zz)
+        Zy = _zranks(y, W, Wn)
+        ryz = r(Zy, Zz)
         for k, Z in Zx.items(): out[(k, o)] = _pc(r(Z, Zy), rxz[k], ryz, few)
     return out
 
+# %% ../nbs/05b_reliability.ipynb #5161db29
 def partial_spearman(x, y, z, # the three variables (n,) each, finite
                      W=None, # (B, n) item multiplicities per resample; None: the data themselves
                     )->np.ndarray|float: # (B,) partial correlations (a float without W); NaN where undefined
@@ -156,17 +176,21 @@ def _loo_mean(R, a):
         warnings.simplefilter('ignore', RuntimeWarning)               # an item without other ratings: NaN reference
         return np.nanmean(np.delete(R, a, 1), 1)
 
+# %% ../nbs/05b_reliability.ipynb #fd660cb3
 def _excess_rows(preds, R_t, R_os, W, ci):
     "`partial_excess` rows for every judge in `preds` and every non-target in `R_os` {other: (n, K)}: items grouped by the set each comparison keeps, every variable ranked once per set."
-    n, K = R_t.shape; W1 = np.r_[np.ones((1, n)), np.asarray(W, float)]   # row 0: the data themselves
+    n, K = R_t.shape
+    W1 = np.r_[np.ones((1, n)), np.asarray(W, float)]   # row 0: the data themselves
     P = {k: np.asarray(v, float) for k, v in preds.items()}
     if any(len(v) != n for v in P.values()): raise ValueError(f"every judge needs {n} scores (one per row of R_t)")
     with warnings.catch_warnings():
         warnings.simplefilter('ignore', RuntimeWarning)
-        m_t = np.nanmean(R_t, 1); m_o = {o: np.nanmean(R, 1) for o, R in R_os.items()}
+        m_t = np.nanmean(R_t, 1)
+        m_o = {o: np.nanmean(R, 1) for o, R in R_os.items()}
     acc = {(k, o): ([], []) for k in P for o in R_os}                 # per (judge, other): each slot's judge and human partials
     for a in range(K if K >= 2 else 0):
-        rt = _loo_mean(R_t, a); ro = {o: _loo_mean(R, a) for o, R in R_os.items()}
+        rt = _loo_mean(R_t, a)
+        ro = {o: _loo_mean(R, a) for o, R in R_os.items()}
         groups = {}
         for k, v in P.items():
             base = np.isfinite(v) & np.isfinite(R_t[:, a]) & np.isfinite(rt)
@@ -175,12 +199,16 @@ def _excess_rows(preds, R_t, R_os, W, ci):
             sel = np.frombuffer(key, bool)
             if sel.sum() < 4: continue
             ks, os_ = dict.fromkeys(k for k, _ in members), dict.fromkeys(o for _, o in members)
-            X = {('j', k): P[k][sel] for k in ks}; X['h'] = R_t[sel, a]
+            X = {('j', k): P[k][sel] for k in ks}
+            X['h'] = R_t[sel, a]
             r = _slot_partials(X, {o: ro[o][sel] for o in os_}, rt[sel], W1[:, sel])
-            for k, o in members: acc[(k, o)][0].append(r[(('j', k), o)]); acc[(k, o)][1].append(r[('h', o)])
+            for k, o in members:
+                acc[(k, o)][0].append(r[(('j', k), o)])
+                acc[(k, o)][1].append(r[('h', o)])
     rows = []
     for (k, o), (Js, Hs) in acc.items():
-        v = P[k]; ok = np.isfinite(v) & np.isfinite(m_t) & np.isfinite(m_o[o])
+        v = P[k]
+        ok = np.isfinite(v) & np.isfinite(m_t) & np.isfinite(m_o[o])
         row = dict(judge=k, other=o, n=int(ok.sum()), pc_judge=np.nan, pc_judge_lo=np.nan, pc_judge_hi=np.nan, pc_judge_loo=np.nan,
                    pc_human=np.nan, excess_pc=np.nan, excess_pc_lo=np.nan, excess_pc_hi=np.nan, p_excess_pc=np.nan, k_raters=K, n_boot=0)
         if ok.sum() >= 4:
@@ -190,7 +218,9 @@ def _excess_rows(preds, R_t, R_os, W, ci):
             row.update(pc_judge=float(pc.r.iloc[0]), pc_judge_lo=float(pc.CI95.iloc[0][0]), pc_judge_hi=float(pc.CI95.iloc[0][1]))
         if Js:
             Jm, Hm = np.mean(Js, 0), np.mean(Hs, 0)                        # NaN in a slot propagates to the resample
-            d = (Jm - Hm)[1:]; d = d[np.isfinite(d)]; a_ = (1 - ci)/2
+            d = (Jm - Hm)[1:]
+            d = d[np.isfinite(d)]
+            a_ = (1 - ci)/2
             row.update(pc_judge_loo=float(Jm[0]), pc_human=float(Hm[0]), excess_pc=float(Jm[0] - Hm[0]), n_boot=len(d))
             if len(d) >= 2:
                 row.update(excess_pc_lo=float(np.quantile(d, a_)), excess_pc_hi=float(np.quantile(d, 1 - a_)),
@@ -198,6 +228,7 @@ def _excess_rows(preds, R_t, R_os, W, ci):
         rows.append(row)
     return pd.DataFrame(rows)
 
+# %% ../nbs/05b_reliability.ipynb #72eb4fcc
 def partial_excess(preds, # judge scores for the target: an array, or {name: array} (NaN: not scored)
                    R_t, # (n, K) individual human ratings of the target, one column per rater slot (NaN if missing)
                    R_o, # (n, K) individual human ratings of the non-target, same slots
@@ -223,10 +254,12 @@ def partial_audit(judgments:pd.DataFrame, # judgments (schema of judgelab.judgme
                   ci:float=0.95,
                  )->pd.DataFrame: # one row per judge x (target, other)
     "The partial-correlation excess of every judge on every (target, non-target) pair of a dataset, with its BH-adjusted p within judge."
-    ds = as_dataset(dataset); s = judgment_scores(as_judgments(judgments, ds))
+    ds = as_dataset(dataset)
+    s = judgment_scores(as_judgments(judgments, ds))
     wide = {(j, m): g.pivot(index='item_id', columns='dimension', values='score') for (j, m), g in s.groupby(['judge', 'model'], sort=False)}
     if not wide: raise ValueError("no judgments to audit")
-    idx = canonical_items(ds, wide.values()); wide = {k: w.reindex(idx) for k, w in wide.items()}
+    idx = canonical_items(ds, wide.values())
+    wide = {k: w.reindex(idx) for k, w in wide.items()}
     docs = ds.items.set_index('item_id').doc_id.reindex(idx).values
     W = bootstrap_weights(docs, n_boot, seed) if n_boot else np.zeros((0, len(idx)))
     slots = {d: rater_slots(ds, d).reindex(idx).to_numpy(float) for d in ds.spec.dim_names}
@@ -252,7 +285,8 @@ def compare_excess(partial:pd.DataFrame, # `partial_audit`
     "Agreement of the partial-correlation excess with excess CorrGap: rank correlations over pairs and judges, and pairs flagged by one only."
     key = ['judge', 'model', 'target', 'other']
     m = partial.merge(pairs[key + [c for c in ('excess', 'excess_corrected', 'p_excess_bh') if c in pairs]], on=key, how='inner')
-    m['flag_corrgap'] = m.p_excess_bh < alpha; m['flag_partial'] = m.p_excess_pc_bh < alpha
+    m['flag_corrgap'] = m.p_excess_bh < alpha
+    m['flag_partial'] = m.p_excess_pc_bh < alpha
     j = m.groupby(['judge', 'model']).agg(excess=('excess', 'mean'), excess_pc=('excess_pc', 'mean'))
     summ = dict(pairs=len(m), judges=len(j), spearman_pairs=corr(m.excess, m.excess_pc), spearman_judges=corr(j.excess, j.excess_pc),
                 flagged_both=int((m.flag_corrgap & m.flag_partial).sum()), flagged_corrgap_only=int((m.flag_corrgap & ~m.flag_partial).sum()),
@@ -273,7 +307,8 @@ def partial_null(judge_noise=(0.5, 1.0, 2.0), # the judge's noise sd as a multip
         for s in range(n_sims):
             sim = simulate_raters(n_items=n_items, K=K, sigma=sigma, rho=rho, w=0.0, judge_sigma=f*sigma, per_doc=per_doc, seed=seed + 10_000*i + s)
             r = partial_excess(sim['pred'], sim['R_t'], sim['R_o'], docs=sim['docs'], n_boot=n_boot, seed=seed + s).iloc[0]
-            ex.append(r.excess_pc); ps.append(r.p_excess_pc)
+            ex.append(r.excess_pc)
+            ps.append(r.p_excess_pc)
             rr.append(corr(sim['pred'], sim['z_t'], 'pearson')/np.mean([corr(sim['R_t'][:, a], sim['z_t'], 'pearson') for a in range(K)]))
         ps = np.array(ps, float)
         rows.append(dict(judge_noise=f, reliability_ratio=float(np.mean(rr)), n_sims=n_sims, mean_excess_pc=float(np.nanmean(ex)),
@@ -285,6 +320,31 @@ def _same_partition(a, b)->bool:
     "Whether two label columns group the rows alike (then only one of them can be a variance component)."
     return a.nunique() == b.nunique() == pd.Series(list(zip(a, b))).nunique()
 
+# %% ../nbs/05b_reliability.ipynb #7e9f17fa
+def _mixed_fits(df, vc, optimizers)->tuple:
+    "([(converged, llf, optimizer, fit, warnings)] of the REML fits with a finite likelihood, [errors of the others])."
+    fits, errors = [], []
+    for m in optimizers:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always')
+            try: f = smf.mixedlm('y ~ 1', df, groups='g', re_formula='0', vc_formula=vc).fit(reml=True, **({'method': m} if m else {}))
+            except (np.linalg.LinAlgError, ValueError) as e:
+                errors.append(f'{m or "default"}: {type(e).__name__}: {e}')
+                continue
+        if np.isfinite(f.llf): fits.append((bool(f.converged), float(f.llf), m or 'bfgs', f, caught))
+    return fits, errors
+
+# %% ../nbs/05b_reliability.ipynb #c5c59dfc
+def _gls_intercept(df, scale, comps)->tuple:
+    "(estimate, se) of the intercept by GLS at the fitted variances: Var(intercept) = 1/(1' V^-1 1)."
+    V = scale*np.eye(len(df))                                             # the pairs' covariance at the fitted variances
+    for k, v in comps.items():
+        Z = pd.get_dummies(df[{'model': 'model', 'prompt': 'judge', 'judge': 'jm'}[k]]).to_numpy(float)
+        V += v*(Z @ Z.T)
+    Vi1 = np.linalg.solve(V, np.ones(len(df)))
+    return float(Vi1 @ df.y.to_numpy()/Vi1.sum()), float(1/np.sqrt(Vi1.sum()))
+
+# %% ../nbs/05b_reliability.ipynb #f92e1334
 def mixed_excess(pairs:pd.DataFrame, # per-pair table: judge, model, and the value column
                  value:str|None=None, # the column to model (default: 'excess_corrected' where present, else 'excess')
                  alpha:float=0.05, # 1 - CI level
@@ -294,7 +354,8 @@ def mixed_excess(pairs:pd.DataFrame, # per-pair table: judge, model, and the val
     "MixedLM of the per-pair excess with crossed random intercepts for model, prompt family and judge: a dataset-level estimate over sampled judges."
     if value is None: value = 'excess_corrected' if 'excess_corrected' in pairs and pairs.excess_corrected.notna().any() else 'excess'
     df = pairs[['judge', 'model', value]].rename(columns={value: 'y'}).dropna().reset_index(drop=True)
-    df['jm'] = df.judge.astype(str) + '/' + df.model.astype(str); df['g'] = 1
+    df['jm'] = df.judge.astype(str) + '/' + df.model.astype(str)
+    df['g'] = 1
     nm, npf, nj = df.model.nunique(), df.judge.nunique(), df.jm.nunique()
     out = dict(value=value, pairs=len(df), judges=nj, models=nm, prompt_families=npf, estimate=np.nan, se=np.nan, ci_lo=np.nan, ci_hi=np.nan,
                p=np.nan, var_model=np.nan, var_prompt=np.nan, var_judge=np.nan, var_residual=np.nan, optimizer='', converged=False, note='')
@@ -304,23 +365,16 @@ def mixed_excess(pairs:pd.DataFrame, # per-pair table: judge, model, and the val
         if df[c].nunique() >= 2 and not any(_same_partition(df[c], df[{'model': 'model', 'prompt': 'judge'}[q]]) for q in vc):
             vc[k] = f'0 + C({c})'
     if len(df) < 3 or nj < 2:
-        out['note'] = '; '.join(notes + [f'{nj} judge(s), {len(df)} pair(s): too few to fit']); return out
-    fits, errors = [], []
-    for m in optimizers:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter('always')
-            try: f = smf.mixedlm('y ~ 1', df, groups='g', re_formula='0', vc_formula=vc).fit(reml=True, **({'method': m} if m else {}))
-            except (np.linalg.LinAlgError, ValueError) as e: errors.append(f'{m or "default"}: {type(e).__name__}: {e}'); continue
-        if np.isfinite(f.llf): fits.append((bool(f.converged), float(f.llf), m or 'bfgs', f, caught))
+        out['note'] = '; '.join(notes + [f'{nj} judge(s), {len(df)} pair(s): too few to fit'])
+        return out
+    fits, errors = _mixed_fits(df, vc, optimizers)
     if not fits:
-        out['note'] = '; '.join(notes + [f'the fit failed ({"; ".join(errors)})']); return out
+        out['note'] = '; '.join(notes + [f'the fit failed ({"; ".join(errors)})'])
+        return out
     conv, _, method, fit, caught = max(fits, key=lambda x: (x[0], x[1]))      # converged first, then the highest REML likelihood
     comps = dict(zip(fit.model.exog_vc.names, np.asarray(fit.vcomp, float)))
-    V = fit.scale*np.eye(len(df))                                             # the pairs' covariance at the fitted variances
-    for k, v in comps.items():
-        Z = pd.get_dummies(df[{'model': 'model', 'prompt': 'judge', 'judge': 'jm'}[k]]).to_numpy(float); V += v*(Z @ Z.T)
-    Vi1 = np.linalg.solve(V, np.ones(len(df))); se = float(1/np.sqrt(Vi1.sum()))   # GLS: Var(intercept) = 1/(1' V^-1 1)
-    est = float(Vi1 @ df.y.to_numpy()/Vi1.sum()); zc = stats.norm.ppf(1 - alpha/2)
+    est, se = _gls_intercept(df, fit.scale, comps)
+    zc = stats.norm.ppf(1 - alpha/2)
     out.update(estimate=est, se=se, ci_lo=float(est - zc*se), ci_hi=float(est + zc*se), p=float(2*stats.norm.sf(abs(est)/se)),
                var_residual=float(fit.scale), optimizer=method, converged=conv, llf=float(fit.llf))
     for k, v in comps.items(): out[f'var_{k}'] = float(v)

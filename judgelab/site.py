@@ -35,21 +35,23 @@ def esc(s)->str:
     "HTML-escape `s` (quotes included)."
     return html.escape(str(s), quote=True)
 
+# %% ../nbs/14_site.ipynb #37bd3fe2
 class _Renderer(IPythonRenderer):
     "nbconvert's markdown renderer, but a `mermaid` code block is code like any other: nbconvert writes its text unescaped."
     def block_mermaidjs(self, code:str)->str: return super().block_code(code)
 
+# %% ../nbs/14_site.ipynb #887230a8
 def markdown_html(text:str, # markdown
                   raw_html:bool=False, # keep raw HTML: only for the project's own markdown (notebooks, templates, docstrings), never data
                  )->str: # HTML
     "Markdown to HTML with nbconvert's renderer (tables, code; math left as written): raw HTML escaped unless `raw_html`, harmful link URLs dropped."
     return MarkdownWithMath(renderer=_Renderer(escape=not raw_html, allow_harmful_protocols=False)).render(text)
 
+# %% ../nbs/14_site.ipynb #974ea994
 def _inline(text:str, raw_html:bool=False)->str:
     "One line of markdown as inline HTML (no paragraph around it)."
     h = markdown_html(text, raw_html).strip()
     return h[3:-4] if h.startswith('<p>') and h.endswith('</p>') and h.count('<p>') == 1 else h
-
 
 # %% ../nbs/14_site.ipynb #5e1f0a02
 _TAGS = {'a', 'abbr', 'b', 'blockquote', 'br', 'caption', 'code', 'col', 'colgroup', 'dd', 'del', 'details', 'div', 'dl', 'dt',
@@ -75,6 +77,7 @@ _KEEP = {'text/plain', 'image/png', 'image/jpeg', 'image/svg+xml', 'text/latex'}
 
 def _text(v)->str: return ''.join(v) if isinstance(v, list) else str(v)
 
+# %% ../nbs/14_site.ipynb #f445ffab
 def safe_outputs(nb, # a notebook (nbformat node), changed in place
                 )->object: # the same notebook
     "`nb` with outputs fit for a page: HTML cleaned, markdown rendered with its raw HTML escaped, scripts and widgets dropped."
@@ -88,7 +91,6 @@ def safe_outputs(nb, # a notebook (nbformat node), changed in place
             o.data = nbformat.from_dict(d)
             o.metadata = nbformat.from_dict({k: v for k, v in o.get('metadata', {}).items() if k in ('image/png', 'image/jpeg')})
     return nb
-
 
 # %% ../nbs/14_site.ipynb #d968b5de
 def table_html(md:str, # a table's markdown, as `save_table` writes it (caption comment first)
@@ -114,6 +116,7 @@ def _locate(a:str, outputs:Path, root:Path)->Path:
     if p.parts and p.parts[0] == 'outputs' and (outputs/Path(*p.parts[1:])).exists(): return outputs/Path(*p.parts[1:])
     return root/p
 
+# %% ../nbs/14_site.ipynb #fcb606f3
 def _kind(sfx:set)->str:
     if sfx & {'.png', '.pdf'}: return 'figure'
     if '.csv' in sfx: return 'table'
@@ -121,6 +124,7 @@ def _kind(sfx:set)->str:
     if '.parquet' in sfx: return 'judgments'
     return 'other'
 
+# %% ../nbs/14_site.ipynb #88756d3e
 def site_artifacts(outputs:Path, # the outputs folder
                    sweep:str='embedded', # the sweep whose run folders to read (outputs/<sweep>/...)
                    root:Path|None=None, # the project root (default `paths.root`)
@@ -158,6 +162,7 @@ def saving_cell(nb, # a notebook (nbformat node)
             if re.fullmatch(pat, name): return i
     return None
 
+# %% ../nbs/14_site.ipynb #f3ae2210
 def _first_paragraph(md:str)->str:
     "The first paragraph of `md` that is not a heading; the first heading if there is nothing else."
     heads = [l.lstrip('#').strip() for l in md.splitlines() if l.lstrip().startswith('#')]
@@ -165,6 +170,7 @@ def _first_paragraph(md:str)->str:
     paras = [p.strip() for p in re.split(r'\n\s*\n', prose) if p.strip()]
     return paras[0] if paras else (heads[0] if heads else '')
 
+# %% ../nbs/14_site.ipynb #34362db3
 def figure_caption(art:dict, # an artifact of `site_artifacts`
                    nb=None, # the run's executed notebook (nbformat node), if any
                   )->tuple: # (caption markdown, index of the saving cell or None)
@@ -184,6 +190,7 @@ def _cff_authors(authors)->list:
         else: out.append(' '.join(x for x in (a.get('given-names'), a.get('family-names')) if x))
     return out
 
+# %% ../nbs/14_site.ipynb #da50a23e
 def _cff_text(e:dict)->str:
     auth = _cff_authors(e.get('authors'))
     etal = bool(auth) and auth[-1].lower() == 'et al.'
@@ -200,6 +207,7 @@ def _cff_text(e:dict)->str:
     if e.get('doi'): bits.append(f"doi:{e['doi']}.")
     return ' '.join(b for b in bits if b.strip('. '))
 
+# %% ../nbs/14_site.ipynb #d0e551e6
 def cff_citation(path:Path|None=None, # a CITATION.cff (default: the project's)
                 )->dict: # text, bibtex, references (text citations)
     "The compendium's citation as text and BibTeX, and its references as text, from CITATION.cff."
@@ -231,6 +239,7 @@ def _lib_cells(nb):
     nb.cells = keep
     return nb
 
+# %% ../nbs/14_site.ipynb #051b8f70
 class _BasicExporter(HTMLExporter):
     "HTMLExporter without its last pass: a BeautifulSoup parse that only adds alt texts and the `lab` template's tab stops (half the time)."
     def from_notebook_node(self, nb, resources=None, **kw):
@@ -241,6 +250,7 @@ class _BasicExporter(HTMLExporter):
         body, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
         return body.replace('<img src="data:', '<img alt="a figure drawn by the cell above" src="data:'), resources
 
+# %% ../nbs/14_site.ipynb #2e409f81
 @functools.lru_cache(maxsize=None)
 def _exporter()->HTMLExporter:
     "One exporter per process: its templates compile once."
@@ -249,6 +259,7 @@ def _exporter()->HTMLExporter:
 
 _INPUT = re.compile(r'<div class="input_area">\s*<div class="[^"]*highlight[^"]*">\s*<pre>(.*?)</pre>\s*</div>\s*</div>', re.S)
 
+# %% ../nbs/14_site.ipynb #1aaafb8d
 def _fold_code(body:str)->str:
     "Each code cell's source folded into a `<details>` that says its size (the reader opens what she wants; outputs stay open)."
     def fold(m):
@@ -256,6 +267,7 @@ def _fold_code(body:str)->str:
         return f'<details class="code"><summary>code ({n} line{"s" if n != 1 else ""})</summary>{m.group(0)}</details>'
     return _INPUT.sub(fold, body)
 
+# %% ../nbs/14_site.ipynb #8067401f
 def notebook_html(path:Path, # an .ipynb
                   kind:str='run', # 'run': as executed; 'lib': a library notebook shown as nbdev's docs show it
                  )->str: # the cells as HTML (no page frame)
@@ -278,10 +290,12 @@ def _scrub(s:str, # text
         if len(f) > 1: s = s.replace(f + os.sep, '' if name == '.' else name + '/').replace(f, name)
     return s
 
+# %% ../nbs/14_site.ipynb #42fd6d74
 def _fmt_anno(a)->str:
     if a is inspect.Parameter.empty or a is None: return ''
     return a if isinstance(a, str) else getattr(a, '__name__', None) or repr(a)
 
+# %% ../nbs/14_site.ipynb #8f947c24
 def _params_table(obj)->str:
     "Each parameter's annotation and default (from the signature) and comment (docments), and the return value's."
     try: sig = inspect.signature(obj)
@@ -301,13 +315,16 @@ def _params_table(obj)->str:
     return ('<div class="tablewrap"><table class="params"><thead><tr><th>parameter</th><th>type</th><th>default</th><th>description</th></tr></thead><tbody>'
             + ''.join(rows) + '</tbody></table></div>')
 
+# %% ../nbs/14_site.ipynb #2ac4f61e
 def _sig(name, obj)->str:
     "`name(a: int = 1, *, b=None) -> str`, annotations shown as written (not quoted)."
     try: sig = inspect.signature(obj)
     except (TypeError, ValueError): return name
     ps, star = [], False
     for p in sig.parameters.values():
-        if p.kind == p.KEYWORD_ONLY and not star: ps.append('*'); star = True
+        if p.kind == p.KEYWORD_ONLY and not star:
+            ps.append('*')
+            star = True
         s = {p.VAR_POSITIONAL: '*', p.VAR_KEYWORD: '**'}.get(p.kind, '') + p.name
         if p.kind == p.VAR_POSITIONAL: star = True
         if (a := _fmt_anno(p.annotation)): s += f': {a}'
@@ -316,6 +333,7 @@ def _sig(name, obj)->str:
     ret = _fmt_anno(sig.return_annotation)
     return f'{name}({", ".join(ps)})' + (f' -> {ret}' if ret else '')
 
+# %% ../nbs/14_site.ipynb #25faac62
 def _doc_block(name, obj, level=2, anchor=None)->str:
     doc = inspect.getdoc(obj) or ''
     kind = 'class' if inspect.isclass(obj) else 'function' if callable(obj) else type(obj).__name__
@@ -324,6 +342,7 @@ def _doc_block(name, obj, level=2, anchor=None)->str:
         return head + f'<p>An instance of <code>{esc(type(obj).__name__)}</code>.</p>' + (markdown_html(inspect.getdoc(type(obj)) or '', raw_html=True) if type(obj).__module__.startswith('judgelab') else '')
     return head + f'<pre class="sig">{esc(_sig(name, obj))}</pre>' + (markdown_html(doc, raw_html=True) if doc else '') + _params_table(obj)
 
+# %% ../nbs/14_site.ipynb #e2d9a98c
 def api_html(mod, # a judgelab module
             )->str: # HTML (no page frame)
     "The API reference of a module: every name of `__all__` with signature, docstring and parameter table."
@@ -375,7 +394,9 @@ def relink(html_text:str, # a rendered page's HTML
     def sub(m):
         tag, url = m.group(1), m.group(2)
         frag = ''
-        if '#' in url: url, frag = url.split('#', 1); frag = '#' + frag
+        if '#' in url:
+            url, frag = url.split('#', 1)
+            frag = '#' + frag
         target = site_map.get((Path(src_dir)/url).resolve())
         if target is None:
             return m.group(0) if tag.startswith('<img') else f'{tag[:-4]}data-unlinked="{esc(url)}{frag}"'
@@ -394,7 +415,9 @@ def _runs_info(outputs:Path, runs_dir:Path, sweep:str)->list:
     nbs = sorted(p for p in (runs_dir/sweep).rglob('*.ipynb') if not p.name.endswith('.failed.ipynb')) if (runs_dir/sweep).is_dir() else []
     folders = sorted({m.parent.relative_to(outputs).as_posix() for m in (outputs/sweep).rglob('manifest.jsonl')}) if (outputs/sweep).is_dir() else []
     for rid in [p.relative_to(runs_dir).with_suffix('').as_posix() for p in nbs] + folders:
-        if rid not in known: order.append((rid, None, None)); known.add(rid)
+        if rid not in known:
+            order.append((rid, None, None))
+            known.add(rid)
     out = []
     for rid, exp, secs in order:
         nb = runs_dir/f'{rid}.ipynb'
@@ -406,6 +429,7 @@ def _runs_info(outputs:Path, runs_dir:Path, sweep:str)->list:
                         parameters=meta.get('papermill', {}).get('parameters', {})))
     return out
 
+# %% ../nbs/14_site.ipynb #fc6cf69e
 def _template_summary(template:str|None, root:Path)->tuple:
     "(title, summary) of an experiment template: its H1 and the '>' line under it."
     p = root/template if template else None
@@ -417,6 +441,7 @@ def _template_summary(template:str|None, root:Path)->tuple:
             return lines[0][2:].strip(), summ
     return '', ''
 
+# %% ../nbs/14_site.ipynb #ff00f92b
 def _description(root:Path)->tuple:
     "(summary line, description markdown) from nbs/index.ipynb: the '>' line of its title cell and the next prose cell."
     p = root/'nbs'/'index.ipynb'
@@ -425,6 +450,7 @@ def _description(root:Path)->tuple:
     summ = next((l[1:].strip() for l in md[0].splitlines() if l.startswith('>')), '') if md else ''
     return summ, (md[1] if len(md) > 1 else '')
 
+# %% ../nbs/14_site.ipynb #2bd4a499
 def evidence_html(arts:list, # `site_artifacts`
                   runs:list, # the runs (dicts with id, experiment)
                  )->str: # one paragraph of HTML
@@ -454,9 +480,11 @@ def evidence_html(arts:list, # `site_artifacts`
 # %% ../nbs/14_site.ipynb #275865a3
 def _slug(s:str)->str: return re.sub(r'[^A-Za-z0-9_-]+', '-', s).strip('-')
 
+# %% ../nbs/14_site.ipynb #2d7cba4d
 def _prov(a:dict, page_of:dict, where:str='index')->str:
     "One artifact's provenance: its run, executed notebook (at the saving cell), template, commit, when, and its inputs (a link to the run's list); in a run's section (`where='run'`) or a card (`'card'`) without what the run's header says."
-    r = a['row']; commit = (r.get('commit') or '')[:10] + ('+dirty' if r.get('dirty') else '')
+    r = a['row']
+    commit = (r.get('commit') or '')[:10] + ('+dirty' if r.get('dirty') else '')
     nb, n_in, full = page_of.get(a['run']), len(r.get('inputs') or {}), where == 'index'
     bits = [f'run <a href="#run-{_slug(a["run"])}"><code>{esc(a["run"])}</code></a>'] if full else []
     if nb: bits.append(f'<a href="{esc(nb)}{"#" + esc(a["cell"]) if a.get("cell") else ""}">{"notebook" if where == "card" else "executed notebook"}</a>')
@@ -466,9 +494,11 @@ def _prov(a:dict, page_of:dict, where:str='index')->str:
     bits.append(f'<a href="#{esc(a["inputs_anchor"])}">{n_in} input{"s" if n_in != 1 else ""}{"" if where == "card" else " (sha256)"}</a>')
     return '<div class="meta prov">' + ' · '.join(bits) + '</div>'
 
+# %% ../nbs/14_site.ipynb #14ed5ab8
 def _files(a:dict, site_of)->str:
     return '<span class="files">' + ''.join(f'<a href="{esc(site_of(f))}">{esc(s[1:])}</a>' for s, f in sorted(a['files'].items()) if site_of(f)) + '</span>'
 
+# %% ../nbs/14_site.ipynb #57befc87
 def _card(a:dict, site_of, page_of:dict)->str:
     png = site_of(a['files']['.png'])
     return (f'<figure class="card" id="fig-{_slug(a["run"] + "-" + a["name"])}"><a class="thumb" href="{esc(png)}" title="the full image">'
@@ -484,21 +514,26 @@ def _thumb(src:Path, dst:Path, width:int=640):
         im.thumbnail((width, width * 4))
         im.save(dst, format='PNG')
 
+# %% ../nbs/14_site.ipynb #f5fa0f58
 def _render_job(args):
     path, kind = args
     return notebook_html(Path(path), kind)
 
+# %% ../nbs/14_site.ipynb #49c90a90
 def _inputs_table(inputs:dict)->str:
     rows = ''.join(f'<tr><td><code>{esc(_scrub(k))}</code></td><td><code>{esc(v)}</code></td></tr>' for k, v in sorted(inputs.items()))
     return f'<div class="tablewrap"><table><thead><tr><th>input file</th><th>sha256</th></tr></thead><tbody>{rows}</tbody></table></div>'
 
+# %% ../nbs/14_site.ipynb #86c59a65
 def _kv(rows)->str:
     return '<table class="kv"><tbody>' + ''.join(f'<tr><td>{esc(k)}</td><td>{v}</td></tr>' for k, v in rows if v not in (None, '')) + '</tbody></table>'
 
+# %% ../nbs/14_site.ipynb #4b61f6d6
 def _params(p:dict)->str:
     if not p: return '<span class="meta">the template\'s defaults</span>'
     return ' '.join(f'<code>{esc(k)}={esc(json.dumps(v, sort_keys=True))}</code>' for k, v in p.items())
 
+# %% ../nbs/14_site.ipynb #0afd6618
 def _lib_notebooks(nbs_dir:Path)->list:
     "[(notebook, module or None, title, summary)] of the library notebooks nbs/NN_*.ipynb."
     out = []
@@ -508,8 +543,10 @@ def _lib_notebooks(nbs_dir:Path)->list:
         title, summ = '', ''
         for c in nb.cells:
             if c.cell_type == 'markdown' and c.source.lstrip().startswith('# '):
-                lines = c.source.strip().splitlines(); title = lines[0][2:].strip()
-                summ = next((l[1:].strip() for l in lines[1:] if l.startswith('>')), ''); break
+                lines = c.source.strip().splitlines()
+                title = lines[0][2:].strip()
+                summ = next((l[1:].strip() for l in lines[1:] if l.startswith('>')), '')
+                break
         out.append((p, mod, title or p.stem, summ))
     return out
 
@@ -554,9 +591,11 @@ def _collect(outputs:Path, runs_dir:Path, sweep:str, root:Path, lib_nbs:list):
                            exp_runs=exp_runs, exp_title=exp_title, arts_of=arts_of, site_map=site_map, page_of=page_of,
                            input_sets=input_sets, site_of=lambda f: site_map.get(Path(f).resolve()))
 
+# %% ../nbs/14_site.ipynb #e4b6a841
 def _commits(arts:list)->list:
     return sorted({(a['row'].get('commit') or '')[:10] + ('+dirty' if a['row'].get('dirty') else '') for a in arts} - {''})
 
+# %% ../nbs/14_site.ipynb #23b37caa
 def _art_id(a:dict)->str:
     return ('fig-' if a['kind'] == 'figure' else 'art-') + _slug(a['run'] + '-' + a['name'])
 
@@ -579,11 +618,13 @@ def _findings_html(c, max_rows:int)->str:
                  f'<div class="meta"><code>{esc(a["name"])}</code> · {_files(a, c.site_of)}</div>{_prov(a, c.page_of)}</div>')
     return '\n'.join(b + ['</div>'])
 
+# %% ../nbs/14_site.ipynb #3b01bc03
 def _figures_html(c)->str:
     cards = [_card(a, c.site_of, c.page_of) for r in c.runs for a in c.arts_of[r['id']] if a['kind'] == 'figure' and 'thumb' in a]
     return ('<h2 id="figures">Figures</h2><p class="meta">Click a figure for the full image; each caption links to the '
             'executed notebook at the cell that made it.</p><div class="grid">\n' + '\n'.join(cards) + '\n</div>')
 
+# %% ../nbs/14_site.ipynb #b4bbcdf9
 def _run_html(c, r:dict, max_rows:int)->str:
     "A run's section of the index: what ran, its tables with their provenance, its other files, its inputs."
     ra, nbp = c.arts_of[r['id']], c.page_of.get(r['id'])
@@ -609,10 +650,12 @@ def _run_html(c, r:dict, max_rows:int)->str:
         b.append(f'<details class="prov" id="{anchor}"><summary>input files of this run and their sha256 ({len(ins)})</summary>{_inputs_table(ins)}</details>')
     return '\n'.join(b + ['</div>'])
 
+# %% ../nbs/14_site.ipynb #ddeaffa1
 def _cite_html(cit:dict)->str:
     refs = ('<h3>The work it builds on</h3><ul>' + ''.join(f'<li>{esc(r)}</li>' for r in cit['references']) + '</ul>') if cit['references'] else ''
     return f'<h2 id="cite">How to cite</h2><div class="prose"><p>{esc(cit["text"])}</p><pre class="bib">{esc(cit["bibtex"])}</pre>{refs}</div>'
 
+# %% ../nbs/14_site.ipynb #8df4ef9a
 def _index_html(c, max_rows:int)->tuple:
     "(title, body) of the index page."
     cff = c.root/'CITATION.cff'
@@ -650,11 +693,13 @@ def _run_head(c, r:dict, up:str)->str:
                 ('run time', f'{r["seconds"]:.0f} s' if isinstance(r['seconds'], (int, float)) else ''),
                 ('artifacts', ', '.join(f'<a href="{up}index.html#{_art_id(a)}">{esc(a["name"])}</a>' for a in arts))]) + '</div>')
 
+# %% ../nbs/14_site.ipynb #7f4e84aa
 def _lib_head(p:Path, mod:str|None, api:str|None)->str:
     return (f'<div class="nbhead"><p class="meta"><a href="index.html">&larr; library</a> · <a href="../index.html">index</a>'
             + (f' · <a href="../{api}">API reference of <code>judgelab.{esc(mod)}</code></a>' if api else '') + '</p>'
             f'<p class="meta">Source notebook <code>nbs/{esc(p.name)}</code>, shown as nbdev\'s docs show it: hidden cells left out, exported cells marked.</p></div>')
 
+# %% ../nbs/14_site.ipynb #49ac99bc
 def _lib_index(lib_nbs:list, apis:dict)->str:
     rows = ''.join(f'<tr><td><code>{esc(p.name)}</code></td><td><strong>{esc(t)}</strong><br><span class="meta">{_inline(s, raw_html=True)}</span></td>'
                    f'<td>{f"<code>judgelab.{esc(mod)}</code>" if mod else ""}</td><td><a href="{p.stem}.html">notebook</a>'
@@ -675,6 +720,7 @@ def _check_site_target(root:Path, outputs:Path, runs_dir:Path, out:Path, sweep:s
     if out.exists() and any(out.iterdir()) and not ((out/'index.html').exists() and (out/'assets'/'site.css').exists()):
         raise ValueError(f"refusing to empty {out.name}/: it is not empty and not a site built here")
 
+# %% ../nbs/14_site.ipynb #84092567
 def _write_assets(out:Path, c)->None:
     "Empty `out`, then write the style sheets, the copied outputs and the figures' thumbnails."
     if out.exists(): shutil.rmtree(out)
@@ -688,6 +734,7 @@ def _write_assets(out:Path, c)->None:
     for a in c.arts:
         if 'thumb' in a: _thumb(a['files']['.png'], out/a['thumb'])
 
+# %% ../nbs/14_site.ipynb #1a4cb214
 def _render_all(c, lib_nbs:list, jobs:int|None)->dict:
     "The HTML of every run's notebook and library notebook, by (path, 'run' or 'lib'); `jobs` rendered at once."
     todo = [(str(r['notebook']), 'run') for r in c.runs if r['notebook'] is not None] + [(str(p), 'lib') for p, *_ in lib_nbs]
@@ -696,11 +743,13 @@ def _render_all(c, lib_nbs:list, jobs:int|None)->dict:
         with ProcessPoolExecutor(min(jobs, len(todo))) as ex: return dict(zip(todo, ex.map(_render_job, todo)))
     return {t: _render_job(t) for t in todo}
 
+# %% ../nbs/14_site.ipynb #3f95921c
 def _write_page(out:Path, footer:str, folders:dict, page:str, title:str, body:str, cls:str='')->None:
     "Write one page of the site, this machine's `folders` replaced by their names."
     (out/page).parent.mkdir(parents=True, exist_ok=True)
     (out/page).write_text(_scrub(page_html(title, body, '../' * page.count('/'), cls, footer), folders))
 
+# %% ../nbs/14_site.ipynb #518d90ff
 def _write_lib_pages(write, c, lib_nbs:list, rendered:dict, mods:dict, lib:bool)->None:
     "The library's pages: one per notebook, the API of each module it exports, and their index."
     apis = {mod: f'api/{mod}.html' for _, mod, _, _ in lib_nbs if mod}
@@ -712,6 +761,7 @@ def _write_lib_pages(write, c, lib_nbs:list, rendered:dict, mods:dict, lib:bool)
             write(apis[mod], f'judgelab.{mod} · API', nbl + f'<h1><code>judgelab.{esc(mod)}</code></h1>' + api_html(mods[mod]), 'api')
     if lib: write('lib/index.html', 'Library · judgelab', _lib_index(lib_nbs, apis))
 
+# %% ../nbs/14_site.ipynb #bc16f544
 def build_site(out:str|Path='_site', # the folder to write (emptied first)
                outputs:str|Path|None=None, # the outputs folder (default `paths.outputs`)
                runs:str|Path|None=None, # the executed notebooks' folder (default `paths.runs`)
@@ -757,7 +807,9 @@ def main(argv=None)->int:
     a = p.parse_args(argv)
     t = time.perf_counter()
     try: idx = build_site(a.out, sweep=a.sweep, jobs=a.jobs, lib=not a.no_lib)
-    except (FileNotFoundError, ValueError) as e: print(f'error: {e}', file=sys.stderr); return 2
+    except (FileNotFoundError, ValueError) as e:
+        print(f'error: {e}', file=sys.stderr)
+        return 2
     n = sum(1 for _ in idx.parent.rglob('*.html'))
     print(f'wrote {n} pages to {_scrub(idx.parent) or "."}/ in {time.perf_counter() - t:.1f} s: open {_scrub(idx)}')
     return 0

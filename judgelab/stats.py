@@ -44,8 +44,10 @@ REGRESSOR_ORDER = ('LR', 'DT', 'RF', 'MLP')
 
 def make_regressor(name:str, seed:int=0):
     "A fresh sklearn regressor with the defaults of the decomposition procedure (the decomposition aggregators and direct prediction's regressors)."
-    from sklearn.linear_model import LinearRegression; from sklearn.tree import DecisionTreeRegressor
-    from sklearn.ensemble import RandomForestRegressor; from sklearn.neural_network import MLPRegressor
+    from sklearn.linear_model import LinearRegression
+    from sklearn.tree import DecisionTreeRegressor
+    from sklearn.ensemble import RandomForestRegressor
+    from sklearn.neural_network import MLPRegressor
     if name == 'LR': return LinearRegression()
     if name == 'DT': return DecisionTreeRegressor(random_state=seed)
     if name == 'RF': return RandomForestRegressor(n_estimators=100, random_state=seed)
@@ -59,15 +61,19 @@ LEVELS = ('sample', 'summary', 'system')
 def _check_method(method):
     if method not in METHODS: raise ValueError(f"method must be one of {METHODS}, not {method!r}")
 
+# %% ../nbs/05_stats.ipynb #a01340ac
 def corr(x, y, method:str='spearman')->float:
     "Correlation of paired values; NaN pairs dropped; NaN if < 3 pairs or a constant input."
     _check_method(method)
-    x = np.asarray(x, dtype=float); y = np.asarray(y, dtype=float)
-    ok = np.isfinite(x) & np.isfinite(y); x, y = x[ok], y[ok]
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
     if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0: return np.nan
     if method == 'kendall': return float(ss.kendalltau(x, y).statistic)
     if method == 'spearman': x, y = ss.rankdata(x), ss.rankdata(y)
-    x = x - x.mean(); y = y - y.mean()
+    x = x - x.mean()
+    y = y - y.mean()
     return float(np.clip((x @ y)/math.sqrt((x @ x)*(y @ y)), -1, 1))
 
 # %% ../nbs/05_stats.ipynb #6b560a9c
@@ -79,46 +85,71 @@ def _tidy_means(m):
 
 _GROUP_MAX_PAIRS = 2_000_000   # within-group pairs for the vectorised Kendall; beyond, scipy per group
 
+# %% ../nbs/05_stats.ipynb #11b49a9a
 def _group_ranks(v, gi):
     "Average ranks of v within each group gi (as `scipy.stats.rankdata` on each group)."
-    o = np.lexsort((v, gi)); vs, gs = v[o], gi[o]; n = len(v); idx = np.arange(n)
-    newg = np.r_[True, gs[1:] != gs[:-1]]; newr = newg | np.r_[True, vs[1:] != vs[:-1]]
+    o = np.lexsort((v, gi))
+    vs, gs = v[o], gi[o]
+    n = len(v)
+    idx = np.arange(n)
+    newg = np.r_[True, gs[1:] != gs[:-1]]
+    newr = newg | np.r_[True, vs[1:] != vs[:-1]]
     gfirst = np.maximum.accumulate(np.where(newg, idx, 0))
     rfirst = np.maximum.accumulate(np.where(newr, idx, 0))
     rlast = n - 1 - np.maximum.accumulate(np.where(np.r_[newr[1:], True][::-1], idx, 0))[::-1]
-    out = np.empty(n); out[o] = (rfirst + rlast)/2 - gfirst + 1
+    out = np.empty(n)
+    out[o] = (rfirst + rlast)/2 - gfirst + 1
     return out
 
+# %% ../nbs/05_stats.ipynb #b476bf17
 def _group_corrs(x, y, gi, k:int, method:str='spearman')->np.ndarray:
     "`corr(x[gi == j], y[gi == j], method)` for every group j < k at once (x, y finite; gi integer codes); NaN like `corr`."
     _check_method(method)
-    x = np.asarray(x, float); y = np.asarray(y, float); gi = np.asarray(gi, np.int64)
+    x = np.asarray(x, float)
+    y = np.asarray(y, float)
+    gi = np.asarray(gi, np.int64)
     cnt = np.bincount(gi, minlength=k)
-    lo = np.full(k, np.inf); hi = np.full(k, -np.inf)
+    lo = np.full(k, np.inf)
+    hi = np.full(k, -np.inf)
     const = np.zeros(k, bool)
     for v in (x, y):
-        lo[:] = np.inf; hi[:] = -np.inf; np.minimum.at(lo, gi, v); np.maximum.at(hi, gi, v); const |= hi - lo == 0
+        lo[:] = np.inf
+        hi[:] = -np.inf
+        np.minimum.at(lo, gi, v)
+        np.maximum.at(hi, gi, v)
+        const |= hi - lo == 0
     bad = (cnt < 3) | const
     if method == 'kendall':
-        o = np.argsort(gi, kind='stable'); st = np.cumsum(cnt) - cnt; m = cnt*(cnt - 1)//2
+        o = np.argsort(gi, kind='stable')
+        st = np.cumsum(cnt) - cnt
+        m = cnt*(cnt - 1)//2
         if m.sum() > _GROUP_MAX_PAIRS:
             return np.array([np.nan if bad[j] else corr(x[gi == j], y[gi == j], method) for j in range(k)])
         I, J, G = [], [], []
         for s in np.unique(cnt[cnt >= 2]):                                 # all pairs within groups, by group size
-            iu, ju = np.triu_indices(s, 1); gs = np.flatnonzero(cnt == s)
-            I.append((st[gs][:, None] + iu).ravel()); J.append((st[gs][:, None] + ju).ravel()); G.append(np.repeat(gs, len(iu)))
+            iu, ju = np.triu_indices(s, 1)
+            gs = np.flatnonzero(cnt == s)
+            I.append((st[gs][:, None] + iu).ravel())
+            J.append((st[gs][:, None] + ju).ravel())
+            G.append(np.repeat(gs, len(iu)))
         I, J, G = (np.concatenate(a) if a else np.zeros(0, int) for a in (I, J, G))
-        sx = np.sign(x[o][I] - x[o][J]); sy = np.sign(y[o][I] - y[o][J])
-        S = np.bincount(G, sx*sy, k); dx = m - np.bincount(G, sx == 0, k); dy = m - np.bincount(G, sy == 0, k)
+        sx = np.sign(x[o][I] - x[o][J])
+        sy = np.sign(y[o][I] - y[o][J])
+        S = np.bincount(G, sx*sy, k)
+        dx = m - np.bincount(G, sx == 0, k)
+        dy = m - np.bincount(G, sy == 0, k)
         with np.errstate(invalid='ignore', divide='ignore'): r = S/np.sqrt(dx*dy)
     else:
         if method == 'spearman': x, y = _group_ranks(x, gi), _group_ranks(y, gi)
         with np.errstate(invalid='ignore', divide='ignore'):
-            x = x - (np.bincount(gi, x, k)/cnt)[gi]; y = y - (np.bincount(gi, y, k)/cnt)[gi]
+            x = x - (np.bincount(gi, x, k)/cnt)[gi]
+            y = y - (np.bincount(gi, y, k)/cnt)[gi]
             r = np.bincount(gi, x*y, k)/np.sqrt(np.bincount(gi, x*x, k)*np.bincount(gi, y*y, k))
-    r = np.clip(r, -1, 1); r[bad] = np.nan
+    r = np.clip(r, -1, 1)
+    r[bad] = np.nan
     return r
 
+# %% ../nbs/05_stats.ipynb #8c8390c9
 @dataclass
 class Corr:
     "A correlation with the number of rows and, at summary level, of documents used."
@@ -131,6 +162,7 @@ class Corr:
         d = f', docs_used={self.docs_used}/{self.docs_total}' if self.docs_used is not None else ''
         return f'Corr({self.value:.6g}, n={self.n}{d})'
 
+# %% ../nbs/05_stats.ipynb #dfd68b55
 def correlation(pred, # judge scores
                 human, # human scores (e.g. means over annotators)
                 method:str='spearman', # 'pearson', 'spearman' (average ranks) or 'kendall' (tau-b)
@@ -141,7 +173,8 @@ def correlation(pred, # judge scores
     "Correlation between judge and human scores at a meta-evaluation level."
     _check_method(method)
     if level not in LEVELS: raise ValueError(f"level must be one of {LEVELS}, not {level!r}")
-    p, h = np.asarray(pred, dtype=float), np.asarray(human, dtype=float); keep = ~(np.isnan(p) | np.isnan(h))
+    p, h = np.asarray(pred, dtype=float), np.asarray(human, dtype=float)
+    keep = ~(np.isnan(p) | np.isnan(h))
     if level == 'sample': return Corr(corr(p, h, method), int(keep.sum()))
     if level == 'summary':
         if doc is None: raise ValueError("summary level needs `doc` (the document of each row)")
@@ -158,22 +191,28 @@ def correlation(pred, # judge scores
 def _wpearson(X, Y, W):
     "Row-wise weighted Pearson: X, Y, W are (B, n); NaN where a row is constant or has < 3 effective points."
     sw = W.sum(1, keepdims=True)
-    mx = (W*X).sum(1, keepdims=True)/sw; my = (W*Y).sum(1, keepdims=True)/sw
+    mx = (W*X).sum(1, keepdims=True)/sw
+    my = (W*Y).sum(1, keepdims=True)/sw
     dx, dy = X - mx, Y - my
-    sxy = (W*dx*dy).sum(1); sxx = (W*dx*dx).sum(1); syy = (W*dy*dy).sum(1)
+    sxy = (W*dx*dy).sum(1)
+    sxx = (W*dx*dx).sum(1)
+    syy = (W*dy*dy).sum(1)
     with np.errstate(invalid='ignore', divide='ignore'):
         r = sxy/np.sqrt(sxx*syy)
     r[(sxx <= 1e-12*np.maximum(1, sw[:, 0])) | (syy <= 1e-12*np.maximum(1, sw[:, 0])) | (sw[:, 0] < 3)] = np.nan
     return np.clip(r, -1, 1)
 
+# %% ../nbs/05_stats.ipynb #6f7f5992
 def _wranks(x, W):
     "Average ranks of x in each weighted multiset (rows of W): ties share the mean of the ranks they occupy."
     u, inv = np.unique(x, return_inverse=True)
-    G = np.zeros((len(x), len(u))); G[np.arange(len(x)), inv] = 1
+    G = np.zeros((len(x), len(u)))
+    G[np.arange(len(x)), inv] = 1
     cnt = W @ G                                   # (B, K) multiplicity of each distinct value
     before = np.cumsum(cnt, 1) - cnt
     return (before + (cnt + 1)/2)[:, inv]
 
+# %% ../nbs/05_stats.ipynb #c71b42bb
 def _boot_sample(p, h, counts_rows, method):
     if method == 'pearson': return _wpearson(np.broadcast_to(p, counts_rows.shape), np.broadcast_to(h, counts_rows.shape), counts_rows)
     rp, rh = _wranks(p, counts_rows), _wranks(h, counts_rows)
@@ -182,28 +221,38 @@ def _boot_sample(p, h, counts_rows, method):
 _KENDALL_MAX_PAIRS = 4000   # more distinct (x, y) pairs than this: scipy per resample (cheaper than the K x K sign matrix)
 _CHUNK = 1 << 22            # elements per temporary array when chunking over resamples
 
+# %% ../nbs/05_stats.ipynb #24c68bcf
 def _group_sum(W, g, k):
     "Column sums of W (B, n) within the groups g (n,) valued in 0..k-1: (B, k)."
     out = np.zeros((k, W.shape[0]))
     if W.shape[1]:
-        o = np.argsort(g, kind='stable'); gs = g[o]
+        o = np.argsort(g, kind='stable')
+        gs = g[o]
         starts = np.r_[0, np.flatnonzero(np.diff(gs)) + 1]
         out[gs[starts]] = np.add.reduceat(W.T[o], starts, axis=0)
     return out.T
 
+# %% ../nbs/05_stats.ipynb #1a7fb15f
 def _tau_b(S, N, sx2, sy2):
     "tau-b from S (concordant - discordant pairs), N points and the sums of squared tie-group sizes in x and y; NaN like `corr`."
-    n0 = N*(N - 1)/2; dx = n0 - (sx2 - N)/2; dy = n0 - (sy2 - N)/2     # n0 - T_x, n0 - T_y
+    n0 = N*(N - 1)/2
+    dx = n0 - (sx2 - N)/2
+    dy = n0 - (sy2 - N)/2     # n0 - T_x, n0 - T_y
     with np.errstate(invalid='ignore', divide='ignore'):
         t = S/np.sqrt(dx*dy)
     t[(N < 3) | (dx <= 0) | (dy <= 0)] = np.nan                          # < 3 points or a constant input
     return np.clip(t, -1, 1)
 
+# %% ../nbs/05_stats.ipynb #7b956b38
 def _wkendall(x, y, W, max_pairs:int=_KENDALL_MAX_PAIRS):
     "Kendall tau-b of the multiset with W[b, i] copies of (x[i], y[i]), for each row of the integer counts W (B, n)."
-    x = np.asarray(x, dtype=float); y = np.asarray(y, dtype=float); W = np.atleast_2d(np.asarray(W, dtype=float))
-    ok = np.isfinite(x) & np.isfinite(y); x, y, W = x[ok], y[ok], W[:, ok]
-    ux, ix = np.unique(x, return_inverse=True); uy, iy = np.unique(y, return_inverse=True)
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    W = np.atleast_2d(np.asarray(W, dtype=float))
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y, W = x[ok], y[ok], W[:, ok]
+    ux, ix = np.unique(x, return_inverse=True)
+    uy, iy = np.unique(y, return_inverse=True)
     pairs, ip = np.unique(ix*len(uy) + iy, return_inverse=True)        # distinct (x, y) pairs, x-major
     K = len(pairs)
     if K > max_pairs:
@@ -213,44 +262,60 @@ def _wkendall(x, y, W, max_pairs:int=_KENDALL_MAX_PAIRS):
     # float32 is exact here (integers below 2**24 all the way) and twice as fast
     dt = np.float32 if (N.max(initial=0) < 2**24 and np.array_equal(Wc, np.round(Wc))) else float
     px, py = (pairs//len(uy)).astype(dt), (pairs % len(uy)).astype(dt)
-    M = np.sign(np.subtract.outer(px, px)); M *= np.sign(np.subtract.outer(py, py))   # +1 concordant, -1 discordant, 0 tied
-    S = np.empty(len(Wc)); step = max(1, _CHUNK//max(K, 1))
+    M = np.sign(np.subtract.outer(px, px))
+    M *= np.sign(np.subtract.outer(py, py))   # +1 concordant, -1 discordant, 0 tied
+    S = np.empty(len(Wc))
+    step = max(1, _CHUNK//max(K, 1))
     for a in range(0, len(Wc), step):
-        c = Wc[a:a + step]; S[a:a + step] = ((c.astype(dt) @ M)*c).sum(1)/2
+        c = Wc[a:a + step]
+        S[a:a + step] = ((c.astype(dt) @ M)*c).sum(1)/2
     sq = lambda g, k: (Wc**2).sum(1) if k == K else (_group_sum(Wc, g, k)**2).sum(1)   # sum of squared tie-group sizes
     return _tau_b(S, N, sq(pairs//len(uy), len(ux)), sq(pairs % len(uy), len(uy)))
 
+# %% ../nbs/05_stats.ipynb #4f9a74df
 def _kendall_rows(X, Y):
     "Kendall tau-b of each row pair of X, Y (B, n), non-finite pairs dropped; NaN like `corr`."
-    X = np.asarray(X, dtype=float); Y = np.asarray(Y, dtype=float); B, n = X.shape
-    ok = np.isfinite(X) & np.isfinite(Y); X = np.where(ok, X, 0); Y = np.where(ok, Y, 0)
-    out = np.empty(B); step = max(1, _CHUNK//max(n*n, 1))
+    X = np.asarray(X, dtype=float)
+    Y = np.asarray(Y, dtype=float)
+    B, n = X.shape
+    ok = np.isfinite(X) & np.isfinite(Y)
+    X = np.where(ok, X, 0)
+    Y = np.where(ok, Y, 0)
+    out = np.empty(B)
+    step = max(1, _CHUNK//max(n*n, 1))
     for a in range(0, B, step):
         x, y, v = X[a:a + step], Y[a:a + step], ok[a:a + step]
         V = v[:, :, None] & v[:, None, :]                                 # both points of the pair present
-        sx = np.sign(x[:, :, None] - x[:, None, :]); sy = np.sign(y[:, :, None] - y[:, None, :])
+        sx = np.sign(x[:, :, None] - x[:, None, :])
+        sy = np.sign(y[:, :, None] - y[:, None, :])
         out[a:a + step] = _tau_b((sx*sy*V).sum((1, 2))/2, v.sum(1).astype(float),
                                  ((sx == 0) & V).sum((1, 2)).astype(float), ((sy == 0) & V).sum((1, 2)).astype(float))
     return out
 
+# %% ../nbs/05_stats.ipynb #c7a9894f
 def cluster_counts(n_docs:int, # documents (clusters)
                    n_boot:int=1000, seed:int=0,
                   )->np.ndarray: # (n_boot, n_docs) how often each document is drawn in each resample
     "The cluster bootstrap's draws: each resample draws `n_docs` documents with replacement (seeded; one stream for every statistic)."
     return _cluster_counts(n_docs, n_boot, seed).copy()
 
+# %% ../nbs/05_stats.ipynb #b7a18d84
 @functools.lru_cache(maxsize=16)
 def _cluster_counts(n_docs, n_boot, seed):        # a table's many statistics draw the same counts: drawn once
-    C = np.random.default_rng(seed).multinomial(n_docs, np.full(n_docs, 1/n_docs), size=n_boot); C.flags.writeable = False
+    C = np.random.default_rng(seed).multinomial(n_docs, np.full(n_docs, 1/n_docs), size=n_boot)
+    C.flags.writeable = False
     return C
 
+# %% ../nbs/05_stats.ipynb #d8f7cb23
 def _boot_vals(pred, human, doc, system=None, method:str='spearman', level:str='sample', n_boot:int=1000, seed:int=0):
     "The statistic on each of the `n_boot` cluster-bootstrap resamples (NaN where undefined); None if there is nothing to resample."
     _check_method(method)
     if level not in LEVELS: raise ValueError(f"level must be one of {LEVELS}, not {level!r}")
-    p, h = np.asarray(pred, float), np.asarray(human, float); keep = ~(np.isnan(p) | np.isnan(h))   # rows with both scores
+    p, h = np.asarray(pred, float), np.asarray(human, float)
+    keep = ~(np.isnan(p) | np.isnan(h))   # rows with both scores
     p, h, d = p[keep], h[keep], np.asarray(doc)[keep]
-    docs, dix = np.unique(d, return_inverse=True); dix = dix.ravel()
+    docs, dix = np.unique(d, return_inverse=True)
+    dix = dix.ravel()
     if len(p) < 3 or len(docs) < 2: return None
     C = cluster_counts(len(docs), n_boot, seed).astype(float)   # (B, D)
     if level == 'summary':
@@ -260,11 +325,18 @@ def _boot_vals(pred, human, doc, system=None, method:str='spearman', level:str='
             return (C[:, ok] @ r[ok])/C[:, ok].sum(1)
     if level == 'sample':                                       # resampled counts of each distinct (pred, human) pair
         u, ip = np.unique(np.c_[p, h], axis=0, return_inverse=True)
-        M = np.zeros((len(docs), len(u))); np.add.at(M, (dix, ip.ravel()), 1); W = C @ M
+        M = np.zeros((len(docs), len(u)))
+        np.add.at(M, (dix, ip.ravel()), 1)
+        W = C @ M
         return _wkendall(u[:, 0], u[:, 1], W) if method == 'kendall' else _boot_sample(u[:, 0], u[:, 1], W, method)
-    sys_, six = np.unique(np.asarray(system)[keep] if system is not None else np.zeros(len(p)), return_inverse=True); six = six.ravel()
-    P = np.zeros((len(docs), len(sys_))); H = np.zeros_like(P); N = np.zeros_like(P)
-    np.add.at(P, (dix, six), p); np.add.at(H, (dix, six), h); np.add.at(N, (dix, six), 1)
+    sys_, six = np.unique(np.asarray(system)[keep] if system is not None else np.zeros(len(p)), return_inverse=True)
+    six = six.ravel()
+    P = np.zeros((len(docs), len(sys_)))
+    H = np.zeros_like(P)
+    N = np.zeros_like(P)
+    np.add.at(P, (dix, six), p)
+    np.add.at(H, (dix, six), h)
+    np.add.at(N, (dix, six), 1)
     with np.errstate(invalid='ignore', divide='ignore'):
         mp, mh = _tidy_means((C @ P)/(C @ N)), _tidy_means((C @ H)/(C @ N))
     if method == 'kendall': return _kendall_rows(mp, mh)
@@ -273,6 +345,7 @@ def _boot_vals(pred, human, doc, system=None, method:str='spearman', level:str='
     if method == 'spearman': mp, mh = ss.rankdata(mp, axis=1), ss.rankdata(mh, axis=1)
     return _wpearson(mp, mh, np.ones_like(mp))
 
+# %% ../nbs/05_stats.ipynb #03f140ee
 def bootstrap_ci(pred, human, doc, system=None, method:str='spearman', level:str='sample', n_boot:int=1000,
                  ci:float=0.95, seed:int=0)->tuple:
     "Percentile CI of `correlation` from a cluster bootstrap over documents (seeded): (lo, hi, n_valid_resamples)."
@@ -289,6 +362,7 @@ def _sorted_codes(v):
     c, _ = pd.factorize(v, sort=True)
     return np.where(c < 0, np.nan, c) if (c < 0).any() else c
 
+# %% ../nbs/05_stats.ipynb #ed885b40
 def correlation_table(judgments:pd.DataFrame, # judgments (schema of judgelab.judgments), or a plain table item_id, dimension, score
                       dataset, # a dataset name or a `judgelab.data.Dataset`
                       methods=METHODS, levels=LEVELS,
@@ -297,7 +371,8 @@ def correlation_table(judgments:pd.DataFrame, # judgments (schema of judgelab.ju
                       ci:float=0.95, seed:int=0,
                      )->pd.DataFrame:
     "Judge x dimension x method x level correlations with humans, with cluster-bootstrap CIs over documents."
-    dataset = as_dataset(dataset); s = judgment_scores(as_judgments(judgments, dataset))
+    dataset = as_dataset(dataset)
+    s = judgment_scores(as_judgments(judgments, dataset))
     hm = dataset.human_mean().reset_index().melt(id_vars='item_id', var_name='dimension', value_name='human')
     it = dataset.items[['item_id', 'doc_id', 'system']]
     it = it.assign(doc_id=_sorted_codes(it.doc_id), system=_sorted_codes(it.system))   # the same resamples, cheaper to group
@@ -320,24 +395,30 @@ def fdr_reject(p, # p-values (NaN allowed)
                method:str='by', # 'by' (Benjamini-Yekutieli) or 'bh' (Benjamini-Hochberg)
               )->np.ndarray: # boolean rejections
     "Which hypotheses a step-up FDR procedure rejects."
-    p = np.asarray(p, dtype=float); m = len(p)
+    p = np.asarray(p, dtype=float)
+    m = len(p)
     if method not in ('by', 'bh'): raise ValueError(f"method must be 'by' or 'bh', not {method!r}")
     if m == 0: return np.zeros(0, bool)
     c = np.sum(1/np.arange(1, m + 1)) if method == 'by' else 1.0
-    ps = np.where(np.isnan(p), np.inf, p); order = np.argsort(ps, kind='stable')
+    ps = np.where(np.isnan(p), np.inf, p)
+    order = np.argsort(ps, kind='stable')
     below = ps[order] <= np.arange(1, m + 1)*q/(m*c)
     rej = np.zeros(m, bool)
     if below.any(): rej[order[:np.nonzero(below)[0].max() + 1]] = True
     return rej
 
+# %% ../nbs/05_stats.ipynb #164254e2
 def fdr_adjust(p, method:str='bh')->np.ndarray:
     "FDR-adjusted p-values (BH or BY); NaN stays NaN and counts in m."
-    p = np.asarray(p, dtype=float); m = len(p)
+    p = np.asarray(p, dtype=float)
+    m = len(p)
     if m == 0: return p
     c = np.sum(1/np.arange(1, m + 1)) if method == 'by' else 1.0
-    ps = np.where(np.isnan(p), np.inf, p); order = np.argsort(ps, kind='stable')
+    ps = np.where(np.isnan(p), np.inf, p)
+    order = np.argsort(ps, kind='stable')
     adj = np.minimum.accumulate((ps[order]*m*c/np.arange(1, m + 1))[::-1])[::-1]
-    out = np.empty(m); out[order] = np.minimum(adj, 1)
+    out = np.empty(m)
+    out[order] = np.minimum(adj, 1)
     out[np.isnan(p)] = np.nan
     return out
 
@@ -361,12 +442,14 @@ class AltTestResult:
         return (f'AltTestResult(winning_rate={self.winning_rate:.4g}, advantage_probability={self.advantage_probability:.4g}, '
                 f'tested={len(self.tested)}, passed={self.passed})')
 
+# %% ../nbs/05_stats.ipynb #9ab3e846
 def _score_fn(scoring):
     if callable(scoring): return scoring
     if scoring == 'accuracy': return lambda x, R: float(np.mean([x == a for a in R]))
     if scoring == 'neg_rmse': return lambda x, R: -math.sqrt(float(np.mean([(x - a)**2 for a in R])))
     raise ValueError(f"scoring must be 'accuracy', 'neg_rmse' or a callable S(x, others), not {scoring!r}")
 
+# %% ../nbs/05_stats.ipynb #c9da3db8
 def _pvalue(d, epsilon):
     d = np.asarray(d, float)
     if len(d) < 2: return np.nan
@@ -375,6 +458,7 @@ def _pvalue(d, epsilon):
         return 0.0 if m < epsilon else (1.0 if m > epsilon else np.nan)
     return float(ss.ttest_1samp(d, epsilon, alternative='less').pvalue)
 
+# %% ../nbs/05_stats.ipynb #900c66bb
 def alt_test(llm:dict, # {instance: label} from the LLM
              humans:dict, # {annotator: {instance: label}}
              scoring='accuracy', # 'accuracy', 'neg_rmse', or callable S(x, other_labels) -> float
@@ -392,16 +476,22 @@ def alt_test(llm:dict, # {instance: label} from the LLM
     fast = _alt_wins(llm, humans, kept, scoring)      # None: numbers not guaranteed, the loop below
     for j, hj in humans.items():
         inst = [i for i in hj if i in kept]
-        if len(inst) < min_instances_per_human: untested.append(j); continue
+        if len(inst) < min_instances_per_human:
+            untested.append(j)
+            continue
         if fast is not None: wf, wh = fast(j, inst)
         else:
             wf, wh = [], []
             for i in inst:
                 R = [h[i] for k, h in humans.items() if k != j and i in h]
                 sf, sh = S(llm[i], R), S(hj[i], R)
-                wf.append(sf >= sh); wh.append(sh >= sf)
+                wf.append(sf >= sh)
+                wh.append(sh >= sf)
         d = np.array(wh, float) - np.array(wf, float)
-        pvals[j] = _pvalue(d, epsilon); rho[j] = float(np.mean(wf)); n_inst[j] = len(inst); tested.append(j)
+        pvals[j] = _pvalue(d, epsilon)
+        rho[j] = float(np.mean(wf))
+        n_inst[j] = len(inst)
+        tested.append(j)
     if not tested:
         warnings.warn(f"alt-test: no annotator has >= {min_instances_per_human} instances with >= "
                       f"{min_humans_per_instance} human labels and an LLM label; returning NaN")
@@ -416,13 +506,17 @@ def _alt_wins(llm:dict, humans:dict, kept:set, scoring):
     "The alt-test's W_f and W_h for annotator j on its instances, vectorised: a function (j, inst) -> (wf, wh), or None (the loop)."
     if scoring not in ('accuracy', 'neg_rmse') or len(humans) > 8 or not kept: return None
     ok = lambda v: type(v) in (float, np.float64) or (type(v) in (int, np.int64) and abs(v) < 2**20)   # exact as float64
-    col = {i: n for n, i in enumerate(kept)}; names = list(humans); row = {a: n for n, a in enumerate(names)}
-    H = np.full((len(names), len(col)), np.nan); P = np.zeros(H.shape, bool)
+    col = {i: n for n, i in enumerate(kept)}
+    names = list(humans)
+    row = {a: n for n, a in enumerate(names)}
+    H = np.full((len(names), len(col)), np.nan)
+    P = np.zeros(H.shape, bool)
     for a, h in humans.items():
         for i, v in h.items():
             if i in col:
                 if not ok(v): return None
-                H[row[a], col[i]] = v; P[row[a], col[i]] = True
+                H[row[a], col[i]] = v
+                P[row[a], col[i]] = True
     if not all(ok(llm[i]) for i in kept): return None
     x = np.array([llm[i] for i in col], float)
     def score(v, sel, others):
@@ -430,11 +524,13 @@ def _alt_wins(llm:dict, humans:dict, kept:set, scoring):
         for b in others:                                  # in the loop's order: the same float sums
             p = P[b, sel]
             d = (v - H[b, sel])**2 if scoring == 'neg_rmse' else (v == H[b, sel]).astype(float)
-            tot = tot + np.where(p, d, 0.0); cnt = cnt + p
+            tot = tot + np.where(p, d, 0.0)
+            cnt = cnt + p
         with np.errstate(invalid='ignore', divide='ignore'): m = tot/cnt
         return -np.sqrt(m) if scoring == 'neg_rmse' else m
     def wins(j, inst):
-        sel = np.array([col[i] for i in inst], int); others = [row[a] for a in names if a != j]
+        sel = np.array([col[i] for i in inst], int)
+        others = [row[a] for a in names if a != j]
         sf, sh = score(x[sel], sel, others), score(H[row[j], sel], sel, others)
         return sf >= sh, sh >= sf
     return wins
@@ -449,7 +545,8 @@ def alt_test_inputs(dataset, # a dataset name or a `judgelab.data.Dataset`
                     raters:str|None=None, # 'annotators' (stored ids) or 'slots' (k-th rating of an item); None: the dataset's `alt_test_raters`
                    )->tuple: # (llm, humans) ready for `alt_test`
     "Build `alt_test`'s inputs from a dataset's per-annotator ratings (or rater slots) and a judge's judgments."
-    dataset = as_dataset(dataset); s = judgment_scores(as_judgments(judgments, dataset))
+    dataset = as_dataset(dataset)
+    s = judgment_scores(as_judgments(judgments, dataset))
     if s.groupby(['judge', 'model']).ngroups > 1: raise ValueError("alt_test_inputs takes the judgments of one judge; filter by judge and model first")
     dims = [dimensions] if isinstance(dimensions, str) else list(dimensions or s.dimension.unique())
     if not pooled and len(dims) != 1: raise ValueError("per-dimension alt-test needs exactly one dimension (or pooled=True)")
@@ -471,11 +568,13 @@ def _alpha_interval(a):
     "Interval alpha in closed form (squared differences), for many distinct values where the package's value-by-value matrices get too large."
     units = [a[np.isfinite(a[:, u]), u] for u in range(a.shape[1])]
     units = [v for v in units if len(v) >= 2]
-    vals = np.concatenate(units); n = len(vals)
+    vals = np.concatenate(units)
+    n = len(vals)
     do = sum(((v[:, None] - v[None, :])**2).sum()/(len(v) - 1) for v in units)/n
     de = (2*n*(vals**2).sum() - 2*vals.sum()**2)/(n*(n - 1))
     return float(1 - do/de) if de > 0 else np.nan
 
+# %% ../nbs/05_stats.ipynb #eb93c42c
 def krippendorff_alpha(data, # coders x units, NaN for missing
                        level:str='interval', # 'nominal', 'ordinal', 'interval' or 'ratio'
                        max_values:int=200, # above this many distinct values: interval in closed form, other levels NaN
@@ -499,6 +598,7 @@ def krippendorff_alpha(data, # coders x units, NaN for missing
     except (ValueError, ZeroDivisionError): return np.nan
     return float(v) if np.isfinite(v) else np.nan
 
+# %% ../nbs/05_stats.ipynb #f223990d
 def fleiss_kappa(counts, # items x categories: how many raters chose each category
                 )->float:
     "Fleiss' kappa (every item rated by the same number of raters); NaN when expected agreement is 1."
@@ -506,7 +606,9 @@ def fleiss_kappa(counts, # items x categories: how many raters chose each catego
     n = c.sum(1)
     if len(c) == 0 or not np.allclose(n, n[0]) or n[0] < 2:
         raise ValueError("fleiss_kappa needs the same number (>= 2) of raters for every item")
-    n = n[0]; N = len(c)
-    pj = c.sum(0)/(N*n); Pi = ((c**2).sum(1) - n)/(n*(n - 1))
+    n = n[0]
+    N = len(c)
+    pj = c.sum(0)/(N*n)
+    Pi = ((c**2).sum(1) - n)/(n*(n - 1))
     Pe = (pj**2).sum()
     return float((Pi.mean() - Pe)/(1 - Pe)) if Pe < 1 - 1e-12 else np.nan

@@ -208,3 +208,68 @@ def test_no_test_asserts_an_absolute_time():
     assert not hits, hits
     for bad in ("assert best_of_3(lambda: f(t)) < 0.1", "assert time.perf_counter() - t0 < 0.5", "assert dt < 10"): assert ABSOLUTE_TIME.search(bad), bad
     assert not ABSOLUTE_TIME.search("assert growth(f, n, g) < LINEAR")
+
+# The shape of the library's source: nbdev exports every `#| export` cell of nbs/ (subfolders included) into judgelab/.
+def _exported_cells()->list:
+    "[(notebook, code without directive lines)] of every exported cell of the library notebooks."
+    out = []
+    for nb in sorted((ROOT/'nbs').rglob('*.ipynb')):
+        if {'experiments', 'tutorials', '.ipynb_checkpoints'} & set(nb.parts): continue
+        for c in json.loads(nb.read_text())['cells']:
+            lines = ''.join(c['source']).split('\n')
+            if c['cell_type'] == 'code' and lines[0].replace(' ', '') in ('#|export', '#|exporti', '#|exports'):
+                out.append((nb.relative_to(ROOT/'nbs').as_posix(), '\n'.join(l for l in lines if not l.startswith('#|'))))
+    return out
+
+def _public_defs(code:str)->list:
+    return [n.name for n in ast.parse(code).body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not n.name.startswith('_')]
+
+def test_each_exported_cell_holds_at_most_one_public_definition():
+    "One public function or class per cell (with its private helpers at most), so that each is followed by its prose and test."
+    bad = [(nb, defs) for nb, code in _exported_cells() if len(defs := _public_defs(code)) > 1]
+    assert not bad, bad
+    assert len(_public_defs('def a(): pass\ndef _b(): pass\nclass C: pass')) == 2
+
+def _semicolons(code:str)->int:
+    "Statement-separating `;` (outside brackets and strings)."
+    import io, tokenize
+    n, depth = 0, 0
+    for t in tokenize.generate_tokens(io.StringIO(code).readline):
+        if t.type == tokenize.OP and t.string in '([{': depth += 1
+        elif t.type == tokenize.OP and t.string in ')]}': depth -= 1
+        elif t.type == tokenize.OP and t.string == ';' and depth == 0: n += 1
+    return n
+
+def test_no_statement_chained_with_a_semicolon():
+    bad = [(nb, n) for nb, code in _exported_cells() if (n := _semicolons(code))]
+    assert not bad, bad
+    assert _semicolons("x = 1; y = 'a;b'\nf(a, b[1:2]); g()") == 2
+
+def _long_functions(code:str, limit:int=50)->list:
+    return [(n.name, n.end_lineno - n.lineno + 1) for n in ast.walk(ast.parse(code))
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > limit]
+
+def test_no_library_function_over_50_lines():
+    bad = [(nb, f) for nb, code in _exported_cells() for f in _long_functions(code)]
+    assert not bad, bad
+    assert _long_functions('def f():\n' + '    x = 1\n'*50) == [('f', 51)]
+
+def test_median_exported_cell_is_short():
+    "Cells are definitions, not chapters: the median exported cell has at most 12 non-blank lines."
+    import statistics
+    sizes = [len([l for l in code.split('\n') if l.strip()]) for _, code in _exported_cells()]
+    assert statistics.median(sizes) <= 12, statistics.median(sizes)
+
+def test_one_fake_model_in_the_whole_tree():
+    "Tests, benchmarks and notebooks use `judgelab.llm.ScriptedBackend`: no other class stands in for a backend."
+    def classes(code):
+        try: tree = ast.parse(code)
+        except SyntaxError: return []
+        return [n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and any('Backend' in ast.unparse(b) for b in n.bases)]
+    srcs = [(p.relative_to(ROOT).as_posix(), p.read_text()) for d in ('tests', 'bench') for p in sorted((ROOT/d).rglob('*.py'))]
+    for nb in sorted((ROOT/'nbs').rglob('*.ipynb')):
+        srcs += [(nb.relative_to(ROOT).as_posix(), '\n'.join(l for l in ''.join(c['source']).split('\n') if not l.lstrip().startswith(('#|', '%', '!'))))
+                 for c in json.loads(nb.read_text())['cells'] if c['cell_type'] == 'code' and not ''.join(c['source']).startswith('#| export')]
+    fakes = [(where, name) for where, code in srcs for name in classes(code)]
+    assert not fakes, fakes
+    assert classes('class Echo(llm.Backend): pass') == ['Echo']
