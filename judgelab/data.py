@@ -83,7 +83,7 @@ class DatasetSpec:
     alt_test_raters: str = 'annotators'    # alt-test 'annotators' (the stored ids) or 'slots' (an item's k-th rating is rater k)
     alt_test_caveat: str = ''              # why passing the alt-test here does not mean replacing a person (shown beside every alt-test table)
     file_groups: list = field(default_factory=list)   # `FileGroup`s: files beyond what `load()` reads (published judges' replies, ...)
-    label: str = ''                        # the dataset as its paper names it ('Topical-Chat'): tables and figures (`report.dataset_label`)
+    label: str = ''                        # the dataset as its paper names it, for tables and figures (`report.dataset_label`)
     paper_quality: str|None = None         # 'low' or 'high': the quality group where Li & Chaturvedi find CorrGap more severe here
     crowd_group: str|None = None           # the file group of crowd ratings beside the main annotators (`load_crowd`, the module's `crowd` hook)
     crowd_annotators: str = ''             # who the crowd raters are (the crowd view's `annotators`)
@@ -277,14 +277,14 @@ HOOKS = dict(load="(raw folder) -> (items, human, extra): the loader, which chec
              authors_procedure="(ds, item scores) -> correlations: the authors' procedure on the replayed source `name`")
 _HOOKS = {}      # {dataset: {kind: {source name or None: function}}}
 
-def register(dataset:str, # the dataset's name (its registry file's `name`)
+def register(dataset_name:str, # the dataset's name (its registry file's `name`)
              kind:str='load', # one of `HOOKS`
              name:str|None=None, # the published source, for the kinds that belong to one
             ):
-    "Decorator: the function is `dataset`'s hook `kind` (its loader by default)."
+    "Decorator: the function is dataset `dataset_name`'s hook `kind` (its loader by default)."
     if kind not in HOOKS: raise ValueError(f"unknown hook kind {kind!r}; the kinds: {', '.join(HOOKS)}")
     def deco(f):
-        _HOOKS.setdefault(dataset, {}).setdefault(kind, {})[name] = f
+        _HOOKS.setdefault(dataset_name, {}).setdefault(kind, {})[name] = f
         return f
     return deco
 

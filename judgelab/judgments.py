@@ -83,16 +83,16 @@ class JudgmentSource:
     group: str|None = None     # the dataset's file group holding its files (verified on load), None: files `load()` reads
     replay: object = None      # a `Replay` when the files hold raw replies that the authors' code also read (the reproduction check)
 
-def reader(dataset:str, # the dataset's name
+def reader(dataset_name:str, # the dataset's name
            source:str, # the published source's name in its registry file's `judgment_sources`
            scores=None, # a replayed source: (ds, raw folder, rule) -> item scores under the authors' rule
            procedure=None, # a replayed source: (ds, item scores) -> the authors' correlations
           ):
-    "Decorator: the function `(ds, raw folder) -> judgments` reads published source `source` of `dataset`; what the source is stays in the registry file."
+    "Decorator: the function `(ds, raw folder) -> judgments` reads published source `source` of dataset `dataset_name`; what the source is stays in the registry file."
     def deco(f):
-        register(dataset, 'reader', source)(f)
-        if scores is not None: register(dataset, 'authors_scores', source)(scores)
-        if procedure is not None: register(dataset, 'authors_procedure', source)(procedure)
+        register(dataset_name, 'reader', source)(f)
+        if scores is not None: register(dataset_name, 'authors_scores', source)(scores)
+        if procedure is not None: register(dataset_name, 'authors_procedure', source)(procedure)
         return f
     return deco
 
@@ -101,8 +101,8 @@ class _Sources(Mapping):
     "{dataset: {source: JudgmentSource}}: each dataset's `judgment_sources` joined with the readers its module registers."
     def __getitem__(self, name):
         spec = DATASETS[name]
-        if not spec.judgment_sources: raise KeyError(name)
         readers = hooks(spec.name, 'reader'); where = spec.module or f'judgelab.datasets.{spec.name}'
+        if not spec.judgment_sources and not readers: raise KeyError(name)
         if extra := sorted(set(readers) - {s.name for s in spec.judgment_sources}):
             raise DataError(f"{where} registers readers of {extra}, which data/datasets/{spec.name}.yaml does not list under judgment_sources")
         return {s.name: _source(spec, s, readers, where) for s in spec.judgment_sources}

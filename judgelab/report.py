@@ -53,7 +53,7 @@ def small_text(fig, # a matplotlib figure
 DATASET_LABELS = {n: s.label for n, s in D.DATASETS.items() if s.label}     # each dataset as its paper names it (`label` in its registry file)
 
 def dataset_label(name:str)->str:
-    "A dataset as its paper names it (its registry file's `label`: `topical_chat` -> Topical-Chat); other names with spaces for underscores."
+    "A dataset as its paper names it (its registry file's `label`); other names with spaces for underscores."
     spec = D.DATASETS.get(str(name))
     return spec.label if spec is not None and spec.label else str(name).replace('_', ' ')
 
