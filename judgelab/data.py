@@ -37,6 +37,7 @@ class Dimension:
     def scale(self): return (self.lo, self.hi, self.step)
     def in_range(self, x): return in_range(x, self.lo, self.hi)
 
+# %% ../nbs/01_data.ipynb #f3164b2e
 @dataclass(frozen=True)
 class FileSpec:
     "One raw file: where it lives in `data/raw/<dataset>/`, its upstream URL and its sha256."
@@ -47,6 +48,7 @@ class FileSpec:
     mirror: str|None = None   # path below <mirror>/<dataset>/ (default: raw/<path> or <path>)
     group: str|None = None    # the file group it belongs to (`file_groups`); None: a file `load()` reads
 
+# %% ../nbs/01_data.ipynb #c51104e6
 @dataclass(frozen=True)
 class FileGroup:
     "Files fetched and verified with the dataset that `load()` does not read: a published judge's raw replies, a second set of annotations."
@@ -62,6 +64,7 @@ class FileGroup:
 QUALITY_SOURCE = ('Li & Chaturvedi (2026) split items into low/high quality "using dataset-specific ground-truth score '
                   'thresholds" without giving the values; judgelab uses the per-target median of the human mean')
 
+# %% ../nbs/01_data.ipynb #c696c251
 @dataclass
 class DatasetSpec:
     "A registry entry: provenance, files and dimensions of one dataset."
@@ -126,6 +129,7 @@ class SourceSpec:
 # %% ../nbs/01_data.ipynb #845b5c3c
 class RegistryError(ValueError): "A registry file (`data/datasets/<name>.yaml`) that is not valid YAML or does not fit the format."
 
+# %% ../nbs/01_data.ipynb #de44b74a
 class _StrictLoader(getattr(yaml, 'CSafeLoader', yaml.SafeLoader)):     # libyaml's parser where PyYAML has it: 6x faster
     "YAML's safe loader, refusing a key given twice in one mapping (plain YAML keeps the last one silently)."
     def construct_mapping(self, node, deep=False):
@@ -189,6 +193,7 @@ def read_spec(path:str|Path)->tuple: # (DatasetSpec, its `order` or None)
     spec.judgment_sources = _sources(spec, path, groups)
     return spec, order
 
+# %% ../nbs/01_data.ipynb #0b2c88f4
 def _check_facts(spec, path, groups):
     "The keys that take one of a few values or name a file group: paper_quality, crowd_group, hypoeval."
     if spec.paper_quality not in (None, 'low', 'high'): raise RegistryError(f"{path}: paper_quality must be 'low' or 'high', not {spec.paper_quality!r}")
@@ -202,7 +207,8 @@ def _check_facts(spec, path, groups):
 def _sources(spec, path, groups)->list:
     "The `SourceSpec`s of `judgment_sources`, each naming files of the dataset and, if replayed, its rules and procedure."
     out = [_build(SourceSpec, x, path, f"judgment_sources[{k}]") for k, x in enumerate(spec.judgment_sources, 1)]
-    names = [s.name for s in out]; known = {f.path for f in spec.files}
+    names = [s.name for s in out]
+    known = {f.path for f in spec.files}
     if dup := sorted({n for n in names if names.count(n) > 1}): raise RegistryError(f"{path}: judgment source(s) {dup} given twice")
     for s in out:
         if s.group is not None and s.group not in groups: raise RegistryError(f"{path}: judgment source {s.name!r} names the unknown file group {s.group!r}")
@@ -239,6 +245,7 @@ def load_registry(folder:str|Path, # a folder of <name>.yaml files (judgelab's o
 
 DATASETS = load_registry(paths.resource('data/datasets'))
 
+# %% ../nbs/01_data.ipynb #ff66a6bb
 def add_dataset(path:str|Path, # a <name>.yaml registry file, e.g. of a dataset kept outside judgelab
                )->DatasetSpec:
     "Add one registry file's dataset to `DATASETS` (a name registered already is refused); its code is the module its `module` key names."
@@ -251,10 +258,17 @@ def add_dataset(path:str|Path, # a <name>.yaml registry file, e.g. of a dataset 
 class UnknownDatasetError(KeyError):
     "A dataset name that is not in `DATASETS`."
     def __str__(self): return self.args[0]
+
+# %% ../nbs/01_data.ipynb #233be1b0
 class ChecksumError(ValueError): "A file whose sha256 is not the registered one."
+
+# %% ../nbs/01_data.ipynb #bd6062b6
 class DataError(ValueError): "A raw file whose content contradicts what its provenance promises (a failed join check)."
+
+# %% ../nbs/01_data.ipynb #078513ef
 class MissingDataError(FileNotFoundError): "A raw file that is not in data/raw and cannot be fetched from here."
 
+# %% ../nbs/01_data.ipynb #c776b6f7
 def get_spec(name:str, # a dataset name (or a loaded Dataset, or a DatasetSpec)
             )->DatasetSpec:
     "The registry entry of dataset `name`, or a clear error listing the known names."
@@ -298,12 +312,14 @@ def dataset_module(name:str):
         if e.name != mod: raise             # the module is there but imports something missing
         return None
 
+# %% ../nbs/01_data.ipynb #2f84d7b3
 def hooks(name:str, kind:str)->dict:
     "{source name or None: function}: dataset `name`'s hooks of `kind`, its module imported first."
     spec = get_spec(name)
     dataset_module(spec.name)
     return dict(_HOOKS.get(spec.name, {}).get(kind, {}))
 
+# %% ../nbs/01_data.ipynb #0c3ef2f9
 def hook(name:str, kind:str, source:str|None=None):
     "Dataset `name`'s hook `kind` (of published source `source`), or None."
     return hooks(name, kind).get(source)
@@ -316,10 +332,12 @@ def default_mirror()->Path|None:
     p = paths.root.parent/'shared'/'data'
     return p if p.is_dir() else None
 
+# %% ../nbs/01_data.ipynb #46ef7bec
 def raw_dir(name:str)->Path:
     "The folder holding dataset `name`'s raw files."
     return paths.raw/get_spec(name).name
 
+# %% ../nbs/01_data.ipynb #ae7b8334
 def _mirror_candidates(mirror, name, f):
     m = Path(mirror)/name
     if f.mirror: return [m/f.mirror]
@@ -331,7 +349,9 @@ def download(url:str, dest:Path, desc:str=''):
     with urllib.request.urlopen(req, timeout=60) as r, open(dest, 'wb') as out:
         total = int(r.headers.get('Content-Length') or 0) or None
         with tqdm(total=total, unit='B', unit_scale=True, desc=desc, leave=False) as bar:
-            for b in iter(lambda: r.read(1<<16), b''): out.write(b); bar.update(len(b))
+            for b in iter(lambda: r.read(1<<16), b''):
+                out.write(b)
+                bar.update(len(b))
 
 def _check(path, f, name, source=None):
     "The file's sha256 against the registry; the error names `source` (where the bytes came from: a mirror file, a URL) when given."
@@ -346,13 +366,19 @@ def _fetch_file(name, f, mirror, force):
     if dest.exists() and not force:
         if f.sha256 is None or sha256_file(dest) == f.sha256: return 'present'
     src = next((p for p in _mirror_candidates(mirror, name, f) if p.is_file()), None) if mirror else None
-    staging = paths.raw.parent/'.fetch-tmp'; staging.mkdir(parents=True, exist_ok=True)   # outside data/raw: a killed copy leaves nothing there
-    fd, tmp = tempfile.mkstemp(prefix=f'{name}.{dest.name}.', suffix='.part', dir=staging); os.close(fd)
+    staging = paths.raw.parent/'.fetch-tmp'
+    staging.mkdir(parents=True, exist_ok=True)   # outside data/raw: a killed copy leaves nothing there
+    fd, tmp = tempfile.mkstemp(prefix=f'{name}.{dest.name}.', suffix='.part', dir=staging)
+    os.close(fd)
     tmp = Path(tmp)
     try:
-        if src is not None: shutil.copyfile(src, tmp); how = f'mirror {src.parent}'
+        if src is not None:
+            shutil.copyfile(src, tmp)
+            how = f'mirror {src.parent}'
         else:
-            try: download(f.url, tmp, f.path); how = 'download'
+            try:
+                download(f.url, tmp, f.path)
+                how = 'download'
             except Exception as e:
                 where = f" and not in the mirror {mirror}" if mirror else " and no local mirror is set (JUDGELAB_DATA_MIRROR)"
                 raise MissingDataError(f"Could not fetch {name}/{f.path}: download from {f.url} failed ({e}){where}.") from None
@@ -366,7 +392,9 @@ def _fetch_file(name, f, mirror, force):
 # %% ../nbs/01_data.ipynb #c9cd80a3
 def staging_dir()->Path:
     "A folder for files being fetched, outside data/raw (a failed or killed fetch leaves nothing there)."
-    p = paths.raw.parent/'.fetch-tmp'; p.mkdir(parents=True, exist_ok=True); return p
+    p = paths.raw.parent/'.fetch-tmp'
+    p.mkdir(parents=True, exist_ok=True)
+    return p
 
 # %% ../nbs/01_data.ipynb #d6cd6934
 def fetch(name:str, # dataset name (see `DATASETS`)
@@ -388,11 +416,14 @@ def fetch(name:str, # dataset name (see `DATASETS`)
             print(f"{spec.name}/{g.prefix.strip('/')}/ (file group {g.name}, {sum(how.values())} files): " + ', '.join(f'{n} {k}' for k, n in how.items()))
     return res
 
+# %% ../nbs/01_data.ipynb #3eaf4164
 def verify(name:str, # dataset name
            group:str|None=None, # a file group (None: the files `load()` reads; '*': every file)
           )->dict:
     "Check the raw files of `name` (or of its file group `group`) against their sha256; raise on a mismatch, return {file: sha256}."
-    spec = get_spec(name); d = raw_dir(spec.name); out = {}
+    spec = get_spec(name)
+    d = raw_dir(spec.name)
+    out = {}
     check, missing = hook(spec.name, 'check'), hook(spec.name, 'missing')
     if group not in (None, '*'): spec.group(group)      # a KeyError naming the groups
     pinned = dict(spec_pins(spec))
@@ -401,7 +432,8 @@ def verify(name:str, # dataset name
         if not p.exists():
             if missing: raise MissingDataError(missing())
             raise MissingDataError(f"{p} is missing: run `judgelab data fetch {spec.name}` (or judgelab.data.fetch('{spec.name}')).")
-        got = sha256_file(p); want = pinned.get(f.path)
+        got = sha256_file(p)
+        want = pinned.get(f.path)
         if want and got != want:
             raise ChecksumError(f"Checksum mismatch for {spec.name}/{f.path}: expected sha256 {want}, got {got}. "
                                 f"Run `judgelab data fetch {spec.name} --force` to restore the registered file.")
@@ -409,14 +441,18 @@ def verify(name:str, # dataset name
         out[f.path] = got
     return out
 
+# %% ../nbs/01_data.ipynb #d09bb71c
 def spec_pins(spec):
     "(path, sha256) pairs: the registry's, or for unpinned files the hashes recorded at first fetch."
-    sums = raw_dir(spec.name)/'SHA256SUMS'; tofu = {}
+    sums = raw_dir(spec.name)/'SHA256SUMS'
+    tofu = {}
     if sums.exists():
         for l in sums.read_text().splitlines():
-            h, p = l.split(None, 1); tofu[p.strip()] = h
+            h, p = l.split(None, 1)
+            tofu[p.strip()] = h
     return [(f.path, f.sha256 or tofu.get(f.path)) for f in spec.files]
 
+# %% ../nbs/01_data.ipynb #964c332f
 def available(name:str)->bool:
     "Whether `name`'s raw files are present (or fetchable from the local mirror)."
     spec = get_spec(name)
@@ -424,12 +460,15 @@ def available(name:str)->bool:
     m = default_mirror()
     return bool(m) and all(any(c.is_file() for c in _mirror_candidates(m, spec.name, f)) for f in spec.files_of(None))
 
+# %% ../nbs/01_data.ipynb #71ecd8c7
 def group_files(name:str, group:str)->dict:
     "The files of dataset `name`'s file group `group`, fetched when missing (like `load`) and verified: {path below data/raw/<name>/: sha256}."
-    spec = get_spec(name); g = spec.group(group)
+    spec = get_spec(name)
+    g = spec.group(group)
     if not all((raw_dir(name)/f.path).exists() for f in spec.files_of(g.name)) and default_mirror(): fetch(spec.name, verbose=False)
     return verify(spec.name, g.name)
 
+# %% ../nbs/01_data.ipynb #a006a4c4
 def group_digest(name:str, group:str)->str:
     "One sha256 for a whole file group: over its verified 'sha256  path' lines, sorted (a provenance input standing for hundreds of files)."
     lines = ''.join(f'{h}  {p}\n' for p, h in sorted(group_files(name, group).items()))
@@ -440,10 +479,12 @@ def item_slug(s)->str:
     "A system name as part of an item id: lower case, runs of other characters than a-z, 0-9 and '.' as one '-' (frozen: ids are in every output)."
     return re.sub(r'[^a-z0-9.]+', '-', str(s).lower()).strip('-')
 
+# %% ../nbs/01_data.ipynb #5cc7831a
 def human_rows(rows)->pd.DataFrame:
     "The `human` table from (item_id, dimension, annotator, score) tuples, scores as floats."
     h = pd.DataFrame(rows, columns=['item_id', 'dimension', 'annotator', 'score'])
-    h['score'] = h['score'].astype(float); return h
+    h['score'] = h['score'].astype(float)
+    return h
 
 # %% ../nbs/01_data.ipynb #ef9ed689
 class Dataset:
@@ -477,6 +518,8 @@ class Dataset:
         return f"Dataset('{self.name}', items={len(self.items)}, dims={self.spec.dim_names}, human_rows={len(self.human)})"
 
 _CACHE = {}
+
+# %% ../nbs/01_data.ipynb #715ff3d8
 def load(name:str, # dataset name (see `DATASETS`)
          fetch_missing:bool=True, # fetch from the local mirror when raw files are missing
         )->Dataset:
@@ -497,6 +540,7 @@ def load(name:str, # dataset name (see `DATASETS`)
     items, human, extra = _CACHE[key]
     return Dataset(spec, items.copy(), human.copy(), {k: v.copy() for k, v in extra.items()}, hashes)
 
+# %% ../nbs/01_data.ipynb #21b33748
 def as_dataset(dataset)->Dataset:
     "`dataset` itself if it is a loaded Dataset, else `load(dataset)` (every public function taking a dataset accepts either)."
     return dataset if isinstance(dataset, Dataset) else load(dataset)

@@ -29,6 +29,7 @@ def slug(s)->str:
     "`s` as part of a file name: every run of characters other than letters, digits, '.', '_' and '-' becomes one '_'."
     return re.sub(r'[^A-Za-z0-9._-]+', '_', str(s)).strip('_')
 
+# %% ../nbs/01a_judgments.ipynb #73cf0d3e
 def judgments_path(dataset:str, # dataset name (or a loaded Dataset)
                    method:str, # the file-name method, e.g. 'geval' or 'dimcheck_random'
                    model:str, # the model (a backend's identity), slugged
@@ -37,6 +38,7 @@ def judgments_path(dataset:str, # dataset name (or a loaded Dataset)
     dataset = get_spec(dataset).name
     return paths.judgments/dataset/f'{method}__{slug(model)}.parquet'
 
+# %% ../nbs/01a_judgments.ipynb #04a5f999
 def save_judgments(j:pd.DataFrame, # a judgments table
                    dataset:str, method:str, model:str, # as for `judgments_path`
                    parameters:dict|None=None, # what made it (method, options, items, seed, ...)
@@ -59,12 +61,15 @@ def write_parquet(j:pd.DataFrame, # the table
                   then=None, # called with `p` after the write, still under the lock (e.g. the manifest row)
                  )->Path:
     "Write `j` to `p` atomically (a temporary file in the same folder, renamed into place) under a lock on `p`: a reader never sees half a file, and two writers never interleave."
-    p = Path(p); p.parent.mkdir(parents=True, exist_ok=True)
+    p = Path(p)
+    p.parent.mkdir(parents=True, exist_ok=True)
     with file_lock(_lock_file(p)):
         if p.exists() and not replace:
             raise FileExistsError(f"{_rel(p, paths.root)} exists: pass --replace (replace=True) to overwrite it, or write under another name")
         tmp = p.with_name(f'.{p.name}.{os.getpid()}.{threading.get_ident()}.tmp')
-        try: j.to_parquet(tmp, index=False); os.replace(tmp, p)
+        try:
+            j.to_parquet(tmp, index=False)
+            os.replace(tmp, p)
         finally: tmp.unlink(missing_ok=True)
         if then is not None: then(p)
     return p
@@ -83,6 +88,7 @@ class JudgmentSource:
     group: str|None = None     # the dataset's file group holding its files (verified on load), None: files `load()` reads
     replay: object = None      # a `Replay` when the files hold raw replies that the authors' code also read (the reproduction check)
 
+# %% ../nbs/01a_judgments.ipynb #10e4b99f
 def reader(dataset_name:str, # the dataset's name
            source:str, # the published source's name in its registry file's `judgment_sources`
            scores=None, # a replayed source: (ds, raw folder, rule) -> item scores under the authors' rule
@@ -101,7 +107,8 @@ class _Sources(Mapping):
     "{dataset: {source: JudgmentSource}}: each dataset's `judgment_sources` joined with the readers its module registers."
     def __getitem__(self, name):
         spec = DATASETS[name]
-        readers = hooks(spec.name, 'reader'); where = spec.module or f'judgelab.datasets.{spec.name}'
+        readers = hooks(spec.name, 'reader')
+        where = spec.module or f'judgelab.datasets.{spec.name}'
         if not spec.judgment_sources and not readers: raise KeyError(name)
         if extra := sorted(set(readers) - {s.name for s in spec.judgment_sources}):
             raise DataError(f"{where} registers readers of {extra}, which data/datasets/{spec.name}.yaml does not list under judgment_sources")
@@ -125,10 +132,12 @@ JUDGMENT_SOURCES = _Sources()
 def judgment_rows(rows)->pd.DataFrame:
     "The judgments table from row tuples in `JUDGMENT_COLUMNS` order, its columns typed."
     j = pd.DataFrame(rows, columns=JUDGMENT_COLUMNS)
-    j['score'] = j['score'].astype(float); j['parse_ok'] = j['parse_ok'].astype(bool)
+    j['score'] = j['score'].astype(float)
+    j['parse_ok'] = j['parse_ok'].astype(bool)
     j['sample'] = j['sample'].astype(int)
     return j
 
+# %% ../nbs/01a_judgments.ipynb #f1f7fb48
 def range_checked(ds, item, dim, judge, model, x, rationale=None, sample=0, scale=None)->tuple:
     "One judgments row for score `x`: a failure when it is missing or off the dimension's scale (or `scale`)."
     lo, hi = scale or (ds.dim(dim).lo, ds.dim(dim).hi)
@@ -167,6 +176,7 @@ def parse_rts(text:str, lo:float=1, hi:float=5)->Parsed:
     if why := range_failure(vals[0], lo, hi): return Parsed(None, why)
     return Parsed(vals[0], None, how)
 
+# %% ../nbs/01a_judgments.ipynb #72d7bc7b
 def parse_choice(text:str, options:str='ABCDE', lo:float=1)->Parsed:
     "A multiple-choice reply ('B', '(B)', 'Answer: B', 'B. Good'): option k scores lo + k; anything else is a failure."
     if not isinstance(text, str) or not text.strip(): return Parsed(None, EMPTY)
@@ -174,6 +184,7 @@ def parse_choice(text:str, options:str='ABCDE', lo:float=1)->Parsed:
     if not m or m['c'].upper() not in options: return Parsed(None, f'no choice among {", ".join(options)}')
     return Parsed(lo + options.index(m['c'].upper()))
 
+# %% ../nbs/01a_judgments.ipynb #7409eb86
 def parse_stars(text:str, lo:float=1, hi:float=5)->Parsed:
     "A star rating ('4 stars', 'Four stars.'): one distinct value, on the scale."
     if not isinstance(text, str) or not text.strip(): return Parsed(None, EMPTY)
@@ -186,6 +197,7 @@ def parse_stars(text:str, lo:float=1, hi:float=5)->Parsed:
 _SAMPLE = re.compile(r'(?P<marker>(?:[-*\u2022]|\d+[.)])\s+)?\**\s*(?:(?P<label>[A-Za-z][A-Za-z ()/0-9-]{0,40}?)\s*\**\s*[:：]\s*\**\s*)?'
                      r'(?P<v>[-+]?\d+(?:\.\d+)?)(?P<after>.*)', re.S)
 
+# %% ../nbs/01a_judgments.ipynb #a5992ac4
 def parse_geval_sample(text:str, lo:float, hi:float)->Parsed:
     "One G-Eval sample ('2', '2.5', 'Engagingness: 2', '1. Engagingness: 2', '- 2'): the score after an optional list marker and label; a list number is never the score."
     if not isinstance(text, str) or not text.strip(): return Parsed(None, EMPTY)
@@ -198,6 +210,7 @@ def parse_geval_sample(text:str, lo:float, hi:float)->Parsed:
     if why := range_failure(x, lo, hi): return Parsed(None, why)
     return Parsed(x)
 
+# %% ../nbs/01a_judgments.ipynb #7ba8a9b4
 def parse_batch(text:str, n:int)->list:
     "BatchEval's 'Float Scores: [Sample1:3, ..., Sample10:2]' (the last one in the reply) as n Parsed values, one per sample in order."
     hits = list(_BATCH.finditer(text or ''))
@@ -206,7 +219,9 @@ def parse_batch(text:str, n:int)->list:
     for part in hits[-1]['body'].split(','):
         if not part.strip(): continue
         m = re.fullmatch(r'\s*sample\s*(\d+)\s*:\s*(.*?)\s*', part, flags=re.I)
-        if not m: bad.append(part.strip()); continue
+        if not m:
+            bad.append(part.strip())
+            continue
         k = int(m[1])
         if k in got: return [Parsed(None, f'{CONFLICT}: Sample{k} scored twice in the batch')]*n
         got[k] = m[2]
@@ -214,18 +229,22 @@ def parse_batch(text:str, n:int)->list:
     out = []
     for k in range(1, n + 1):
         v = got.get(k)
-        if v is None: out.append(Parsed(None, f'{NO_SCORE}: Sample{k} missing from the batch scores')); continue
+        if v is None:
+            out.append(Parsed(None, f'{NO_SCORE}: Sample{k} missing from the batch scores'))
+            continue
         try: out.append(Parsed(float(v)))
         except ValueError: out.append(Parsed(None, f'{NO_SCORE}: Sample{k} scored {v!r}'))
     if extra := sorted(set(got) - set(range(1, n + 1))):
         return [Parsed(None, f'{CONFLICT}: batch of {n} scores samples {extra}')]*n
     return out
 
+# %% ../nbs/01a_judgments.ipynb #d91f2ca0
 def parsed_row(ds, iid, dim, judge, model, p, text, sample=0, scale=None):
     "A judgments row from a Parsed value (its failure kept), range-checked on the dimension's scale or `scale`."
     if not p.ok: return (iid, dim, judge, model, np.nan, text, sample, False, p.failure)
     return range_checked(ds, iid, dim, judge, model, p.value, text, sample, scale)
 
+# %% ../nbs/01a_judgments.ipynb #47e33787
 @dataclass
 class Replay:
     "How the authors of a replayed source read their replies and computed their correlations (the reproduction check)."
@@ -234,6 +253,7 @@ class Replay:
     procedure: object         # (ds, item-level table) -> table: judge, model, dimension, statistic, value
     procedure_doc: str        # the authors' correlation procedure in words, with the script it follows
 
+# %% ../nbs/01a_judgments.ipynb #b80937fe
 def pooled_correlations(pred, human)->dict:
     "Spearman, Pearson and Kendall of `pred` against `human` pooled over the items where both are finite, and that count `n`."
     ok = np.isfinite(pred) & np.isfinite(human)
@@ -249,11 +269,13 @@ def list_judgments(name:str)->pd.DataFrame:
             for s in JUDGMENT_SOURCES.get(spec.name, {}).values()]
     return pd.DataFrame(rows, columns=['source', 'description', 'rationales', 'files', 'citation', 'authors_rules']).set_index('source')
 
+# %% ../nbs/01a_judgments.ipynb #66090823
 def load_judgments(name:str, # dataset name
                    source:str, # a source from `list_judgments(name)`
                   )->pd.DataFrame: # judgments table (`JUDGMENT_COLUMNS`)
     "Published judgments `source` for dataset `name`, in the judgments schema."
-    spec = get_spec(name); srcs = JUDGMENT_SOURCES.get(spec.name, {})
+    spec = get_spec(name)
+    srcs = JUDGMENT_SOURCES.get(spec.name, {})
     if source not in srcs:
         raise KeyError(f"No published judgments {source!r} for {spec.name}; available: {list(srcs) or 'none'}")
     ds = load(spec.name)
@@ -280,9 +302,11 @@ def score_coverage(j:pd.DataFrame|None, # one method's judgments (None: the meth
     "Parsed scores of one method: pairs scored, dimensions without any, top failure reasons, DimCheck's rescored analyses, and a status."
     if j is None or not len(j):
         return dict(status='failed', scored=0, pairs=pairs or 0, scored_share=0.0, no_score_on=list(dims), top_failures='', rescored=None)
-    s = judgment_scores(j); per = s.groupby('dimension').score.agg(lambda x: int(x.notna().sum()))
+    s = judgment_scores(j)
+    per = s.groupby('dimension').score.agg(lambda x: int(x.notna().sum()))
     none = [d for d in dims if per.get(d, 0) == 0]
-    scored = int(s.score.notna().sum()); pairs = pairs or len(s)
+    scored = int(s.score.notna().sum())
+    pairs = pairs or len(s)
     fails = j.failure[~j.parse_ok.astype(bool)].dropna().astype(str)
     top = '; '.join(f'{k} ({v})' for k, v in fails.value_counts().head(3).items())
     # DimCheck only, and only where there was a non-target to remove (a one-dimension dataset has none: nothing to edit)
@@ -297,14 +321,18 @@ def judgments_inputs(name:str, # dataset name
                      sources=None, # published sources (None: all of `list_judgments(name)`)
                     )->dict: # {input: sha256} for a manifest row
     "The provenance inputs of published judgments: the dataset's files, and one digest per file group a source reads (hundreds of files as one line)."
-    spec = get_spec(name); ds = load(spec.name); srcs = JUDGMENT_SOURCES.get(spec.name, {})
+    spec = get_spec(name)
+    ds = load(spec.name)
+    srcs = JUDGMENT_SOURCES.get(spec.name, {})
     out = {f'{spec.name}/{f}': h for f, h in ds.hashes.items()}
     for s in (srcs if sources is None else sources):
         if (g := srcs[s].group): out[f'{spec.name}/{spec.group(g).prefix.strip("/")}/ ({len(spec.files_of(g))} files, sha256 of their sorted SHA256SUMS lines)'] = group_digest(spec.name, g)
     return out
 
+# %% ../nbs/01a_judgments.ipynb #51d97bb3
 def _replayed(name, source):
-    spec = get_spec(name); srcs = JUDGMENT_SOURCES.get(spec.name, {})
+    spec = get_spec(name)
+    srcs = JUDGMENT_SOURCES.get(spec.name, {})
     if source not in srcs: raise KeyError(f"No published judgments {source!r} for {spec.name}; available: {list(srcs) or 'none'}")
     s = srcs[source]
     if s.replay is None:
@@ -316,26 +344,33 @@ def authors_scores(name:str, source:str, # dataset and a replayed published sour
                    rule:str|None=None, # one of the source's `replay.rules` (default: the authors' own, the first)
                   )->pd.DataFrame: # judge, model, item_id, dimension, score, note
     "Item-level scores as the authors' code computes them from the same replies (defaults such as -1 or 0 included, said in `note`)."
-    spec, s = _replayed(name, source); rule = rule or next(iter(s.replay.rules))
+    spec, s = _replayed(name, source)
+    rule = rule or next(iter(s.replay.rules))
     if rule not in s.replay.rules: raise ValueError(f"{spec.name}/{source}: unknown rule {rule!r}; its rules: {list(s.replay.rules)}")
-    ds = load(spec.name); group_files(spec.name, s.group)
-    a = s.replay.scores(ds, raw_dir(spec.name), rule); a.attrs.update(source=f'{spec.name}/{source}', rule=rule)
+    ds = load(spec.name)
+    group_files(spec.name, s.group)
+    a = s.replay.scores(ds, raw_dir(spec.name), rule)
+    a.attrs.update(source=f'{spec.name}/{source}', rule=rule)
     return a
 
+# %% ../nbs/01a_judgments.ipynb #8d90bc40
 def authors_correlations(name:str, source:str, # dataset and a replayed published source
                          rule:str|None=None, # the authors' rule producing the scores (ignored when `scores` is given)
                          scores:pd.DataFrame|None=None, # item-level scores to put through their procedure instead (e.g. judgelab's `judgment_scores`)
                         )->pd.DataFrame: # judge, model, dimension, statistic, value, n
     "The authors' correlation procedure (their script's levels and averaging), on their rule's scores or on `scores`."
-    spec, s = _replayed(name, source); ds = load(spec.name)
+    spec, s = _replayed(name, source)
+    ds = load(spec.name)
     sc = authors_scores(spec.name, source, rule) if scores is None else scores
     return s.replay.procedure(ds, sc)
 
+# %% ../nbs/01a_judgments.ipynb #fb3ba2be
 def rule_differences(j:pd.DataFrame, # judgelab's judgments of the source (`load_judgments`)
                      a:pd.DataFrame, # the authors' item-level scores (`authors_scores`)
                     )->pd.DataFrame: # one row per judge, model, dimension and kind of difference
     "Where judgelab's reading and the authors' rule give different item scores, and why: counts per judge x dimension."
-    js = judgment_scores(j); k = ['judge', 'model', 'item_id', 'dimension']
+    js = judgment_scores(j)
+    k = ['judge', 'model', 'item_id', 'dimension']
     m = js.merge(a[k + ['score', 'note']], on=k, how='outer', suffixes=('_judgelab', '_authors'))
     jl, au = m.score_judgelab, m.score_authors
     kind = np.select([jl.notna() & au.notna() & np.isclose(jl, au, atol=1e-9), jl.notna() & au.notna(),
@@ -348,12 +383,12 @@ def rule_differences(j:pd.DataFrame, # judgelab's judgments of the source (`load
     fails = j.groupby(['judge', 'model', 'dimension'], sort=False).parse_ok.agg(rows='size', failed_rows=lambda x: int((~x).sum())).reset_index()
     return out.merge(fails, on=['judge', 'model', 'dimension'], how='left')
 
-
 # %% ../nbs/01a_judgments.ipynb #c043635a
 class JudgmentImportError(ValueError): "A judgments file that does not fit its dataset."
 
 _NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]{0,79}')
 
+# %% ../nbs/01a_judgments.ipynb #85f203d9
 def check_judge_name(name:str)->str:
     "A judge name fit to be part of a file name: letters, digits, '.', '_', '-', at most 80, no '__' (it separates judge and model)."
     if not isinstance(name, str) or not _NAME.fullmatch(name) or '__' in name or name.strip('.') == '':
@@ -361,6 +396,7 @@ def check_judge_name(name:str)->str:
                                   f"letter or digit, no '__', no '/'), e.g. {slug(str(name)).replace('__', '_')[:80] or 'my_judge'!r}")
     return name
 
+# %% ../nbs/01a_judgments.ipynb #d2267027
 def check_model_name(name:str)->str:
     "A model name: any printable text (a '/' stays in the judgments' `model` column; the file name uses its slug)."
     if not isinstance(name, str) or not name.strip() or len(name) > 200 or not name.isprintable() or not slug(name).strip('.'):
@@ -410,8 +446,12 @@ def _read_rows(data:bytes, # the file's bytes, read once
         for i, line in enumerate(text.split('\n'), 1):
             if not line.strip(): continue
             try: r = json.loads(line, object_pairs_hook=_unique_keys)
-            except ValueError as e: bad.append(f'line {i}: not JSON ({e})'); continue
-            if not isinstance(r, dict): bad.append(f'line {i}: not a JSON object'); continue
+            except ValueError as e:
+                bad.append(f'line {i}: not JSON ({e})')
+                continue
+            if not isinstance(r, dict):
+                bad.append(f'line {i}: not a JSON object')
+                continue
             records.append((i, r))
         keys = list(dict.fromkeys(k for _, r in records for k in r))
         records = [(i, {k: r.get(k, 0 if k == 'sample' else None) for k in keys}) for i, r in records]   # a key a line leaves out: no value (sample: 0)
@@ -429,7 +469,9 @@ def _read_rows(data:bytes, # the file's bytes, read once
                                       "each column must appear once (which one would hold the value?)")
         for i, r in enumerate(lines[1:], 2):
             if not r: continue
-            if len(r) != len(header): bad.append(f'row {i}: {len(r)} fields, the header has {len(header)}'); continue
+            if len(r) != len(header):
+                bad.append(f'row {i}: {len(r)} fields, the header has {len(header)}')
+                continue
             records.append((i, dict(zip(header, (None if v == '' else v for v in r)))))   # an empty field: no value
         kind, unit = 'malformed row(s)', 'row'
     for i, r in records:
@@ -606,7 +648,10 @@ def import_judgments(path:str|Path, # CSV or JSONL file (UTF-8)
                      max_listed:int=20, # offending rows listed per problem
                     )->pd.DataFrame:
     "A user's judgments file as a validated judgments table; the file is read once and `attrs['sha256']` is the hash of exactly the bytes parsed."
-    path = Path(path); check_judge_name(judge); check_model_name(model); ds = as_dataset(dataset)
+    path = Path(path)
+    check_judge_name(judge)
+    check_model_name(model)
+    ds = as_dataset(dataset)
     if not path.exists(): raise FileNotFoundError(f"No judgments file {path}")
     if path.is_dir(): raise JudgmentImportError(f"{path} is a folder: give a CSV or JSONL file")
     data = path.read_bytes()
@@ -638,7 +683,8 @@ def store_import(path:str|Path, # the user's CSV or JSONL file
                  judgments:pd.DataFrame|None=None, # what `import_judgments` already made of `path` (the file is then not read again)
                 )->tuple: # (judgments, the parquet path)
     "Validate a user's judgments file and store it as `judgments_path(dataset, judge, model)`, with a manifest row hashing the bytes that were parsed; an existing file is kept unless `replace`."
-    ds = as_dataset(dataset); j = import_judgments(path, ds, judge, model) if judgments is None else judgments
+    ds = as_dataset(dataset)
+    j = import_judgments(path, ds, judge, model) if judgments is None else judgments
     if 'sha256' not in j.attrs: raise ValueError("`judgments` must come from `import_judgments` (its attrs['sha256'] names the bytes it read)")
     inputs = {_rel(path, paths.root): j.attrs['sha256'], **{f'{ds.name}/{f}': h for f, h in ds.hashes.items()}}
     try:

@@ -22,6 +22,26 @@ def _hanna_table(d):
 def _hanna_col(df, col): return np.array([ast.literal_eval(v) for v in df[col]], dtype=float)
 
 # %% ../../nbs/datasets/hanna.ipynb #b32a4a13
+def _resolve_ties(systems, assign, ambiguous)->pd.DataFrame:
+    "Put each story whose means tie between GPT and RoBERTa into `assign` by its case (checked to hold for every other story of both); the table of what was resolved."
+    # Resolve ties by case: every GPT (GPT-1) story is lower-cased, no RoBERTa story is. Check that this still holds.
+    gpt, rob = systems.index('GPT'), systems.index('RoBERTa')
+    lower = lambda s: s == s.lower()
+    n_gpt_lower = sum(lower(r['story']) for (m, i), r in assign.items() if m == gpt)
+    n_rob_lower = sum(lower(r['story']) for (m, i), r in assign.items() if m == rob)
+    n_gpt = sum(m == gpt for m, i in assign)
+    n_rob = sum(m == rob for m, i in assign)
+    for i, cands, r in ambiguous:
+        if set(cands) != {gpt, rob} or n_gpt_lower != n_gpt or n_rob_lower != 0:
+            raise DataError(f"HANNA: unresolvable tie for prompt {i} between {[systems[c] for c in cands]}")
+        m = gpt if lower(r['story']) else rob
+        if (m, i) in assign: raise DataError(f"HANNA: tie resolution for prompt {i} gave {systems[m]} twice")
+        assign[(m, i)] = r
+    return pd.DataFrame([dict(prompt=i, ppairs_id=f"{r['prompt_id']}/{r['story_id']}",
+                  candidates=[systems[c] for c in cands], assigned='GPT' if lower(r['story']) else 'RoBERTa',
+                  evidence=f'{n_gpt_lower}/{n_gpt} other GPT stories lower-cased, {n_rob_lower}/{n_rob} RoBERTa')
+                  for i, cands, r in ambiguous])
+
 @register('hanna')
 def load_raw(d):
     "HANNA's stories and the raters' ratings from `d`: PPairS' texts joined to the official scores, ties resolved by case and checked."
@@ -33,32 +53,24 @@ def load_raw(d):
             raise DataError(f"HANNA: the mean of the Human 1/2/3 {dim} ratings differs from the stored mean")
     pp = [json.loads(l) for l in (d/'ppairs_hanna.jsonl').read_text().splitlines() if l.strip()]
     stories = pd.read_csv(d/'hanna_llm_stories.csv')
-    prompts = stories.Prompt.iloc[:96].tolist(); human_stories = stories.Human.iloc[:96].tolist()
+    prompts = stories.Prompt.iloc[:96].tolist()
+    human_stories = stories.Human.iloc[:96].tolist()
     key = lambda vals: tuple(round(float(v), 6) for v in vals)
     assign, ambiguous = {}, []
     for r in pp:
-        i = int(r['prompt_id'][1:]); t = key(r[dim] for dim in _HANNA_DIMS)
+        i = int(r['prompt_id'][1:])
+        t = key(r[dim] for dim in _HANNA_DIMS)
         cands = [m for m in range(len(systems)) if key(means[dim][m, i] for dim in _HANNA_DIMS) == t]
         if len(cands) == 1: assign[(cands[0], i)] = r
         elif len(cands) > 1: ambiguous.append((i, cands, r))
         else: raise DataError(f"HANNA: PPairS story {r['prompt_id']}/{r['story_id']} matches no system")
-    # Resolve ties by case: every GPT (GPT-1) story is lower-cased, no RoBERTa story is. Check that this still holds.
-    gpt, rob = systems.index('GPT'), systems.index('RoBERTa')
-    lower = lambda s: s == s.lower()
-    n_gpt_lower = sum(lower(r['story']) for (m, i), r in assign.items() if m == gpt)
-    n_rob_lower = sum(lower(r['story']) for (m, i), r in assign.items() if m == rob)
-    n_gpt = sum(m == gpt for m, i in assign); n_rob = sum(m == rob for m, i in assign)
-    for i, cands, r in ambiguous:
-        if set(cands) != {gpt, rob} or n_gpt_lower != n_gpt or n_rob_lower != 0:
-            raise DataError(f"HANNA: unresolvable tie for prompt {i} between {[systems[c] for c in cands]}")
-        m = gpt if lower(r['story']) else rob
-        if (m, i) in assign: raise DataError(f"HANNA: tie resolution for prompt {i} gave {systems[m]} twice")
-        assign[(m, i)] = r
+    tie_resolution = _resolve_ties(systems, assign, ambiguous)
     if len(assign) != 11*96: raise DataError(f"HANNA: joined {len(assign)} of 1056 stories")
     items, rows = [], []
     for m, sysname in enumerate(systems):
         for i in range(96):
-            r = assign[(m, i)]; iid = f'p{i:02d}__{item_slug(sysname)}'
+            r = assign[(m, i)]
+            iid = f'p{i:02d}__{item_slug(sysname)}'
             if r['prompt'] != prompts[i]: raise DataError(f"HANNA: prompt text of P{i} differs between files")
             if sysname == 'Human' and r['story'].strip() != str(human_stories[i]).strip():
                 raise DataError(f"HANNA: Human story of P{i} differs from hanna_llm_stories.csv")
@@ -67,10 +79,7 @@ def load_raw(d):
                               ppairs_id=f"{r['prompt_id']}/{r['story_id']}"))
             for dim in _HANNA_DIMS:
                 rows += [(iid, dim, f'slot{k}', ratings[(dim, k)][m, i]) for k in (1, 2, 3)]
-    extra = dict(tie_resolution=pd.DataFrame([dict(prompt=i, ppairs_id=f"{r['prompt_id']}/{r['story_id']}",
-                  candidates=[systems[c] for c in cands], assigned='GPT' if lower(r['story']) else 'RoBERTa',
-                  evidence=f'{n_gpt_lower}/{n_gpt} other GPT stories lower-cased, {n_rob_lower}/{n_rob} RoBERTa')
-                  for i, cands, r in ambiguous]))
+    extra = dict(tie_resolution=tie_resolution)
     return pd.DataFrame(items), human_rows(rows), extra
 
 # %% ../../nbs/datasets/hanna.ipynb #462e61b6

@@ -48,7 +48,9 @@ def read_chatgpt_cot(ds, d):
         r = json.loads(l)
         for sysname, dd in r['gpt_reply'].items():
             for label, rep in dd.items():
-                dim = _OPIN_COT[label]; text = rep['content']; iid = f'case{r["case"]:03d}__{sysname}'
+                dim = _OPIN_COT[label]
+                text = rep['content']
+                iid = f'case{r["case"]:03d}__{sysname}'
                 x, why = parse_labelled(text, label)
                 rows.append(range_checked(ds, iid, dim, 'geval_cot', 'gpt-3.5-turbo', x, text) if why is None
                             else (iid, dim, 'geval_cot', 'gpt-3.5-turbo', np.nan, text, 0, False, why))

@@ -20,7 +20,8 @@ def load_raw(d):
     items, rows, sent_rows = [], [], []
     for subset, sysname in (('cnndm', 'bottom-up'), ('xsum', 'bart')):
         for n, l in enumerate(l for l in (d/f'mturk_{subset}.jsonl').read_text().splitlines() if l.strip()):
-            r = json.loads(l); iid = f'{subset}{n:03d}__{sysname}'
+            r = json.loads(l)
+            iid = f'{subset}{n:03d}__{sysname}'
             sents = r['summary_sentences']
             items.append(dict(item_id=iid, doc_id=f'{subset}{n:03d}', system=sysname, subset=subset, source=r['article'],
                               output=' '.join(s['sentence'] for s in sents), n_sentences=len(sents)))

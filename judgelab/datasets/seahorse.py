@@ -20,7 +20,8 @@ MAX_BYTES = 1 << 30      # one unpacked TSV (the release's are tens of MB)
 @register('seahorse', 'check')
 def check_tsv(path:Path, source=None)->int:
     "A `DataError` naming `source` (default: `path`) unless the file has Seahorse's schema (see above); else its number of rows."
-    src = source or path; rows = rated = 0
+    src = source or path
+    rows = rated = 0
     def bad(why): return DataError(f"{src} is not a Seahorse TSV: {why}. Its hash was not recorded; get the file from "
                                    f"{get_spec('seahorse').files[0].url} (seahorse_data.zip)")
     try:
@@ -56,7 +57,8 @@ def _unzip(spec, z:Path, source, out:Path):
                 if info.file_size > MAX_BYTES:
                     raise DataError(f"{source}: member {info.filename} unpacks to {info.file_size:,} bytes, more than a Seahorse TSV "
                                     f"({MAX_BYTES:,} at most); not the archive from {url}. Nothing was written to data/raw.")
-                dest = out/f.path; dest.parent.mkdir(parents=True, exist_ok=True)
+                dest = out/f.path
+                dest.parent.mkdir(parents=True, exist_ok=True)
                 with zf.open(info) as s, open(dest, 'wb') as o: shutil.copyfileobj(s, o)   # the CRC is checked at the member's end
                 check_tsv(dest, f"{source} ({info.filename})")
     except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, NotImplementedError) as e:
@@ -68,7 +70,8 @@ def _unzip(spec, z:Path, source, out:Path):
 def fetch_zip(spec, mirror, force):
     """Seahorse ships as one zip: unpack its three TSVs into a staging folder, check their columns (they have no pinned
     sha256), then move them into data/raw and record their hashes on first use."""
-    d = raw_dir(spec.name); want = [d/f.path for f in spec.files]
+    d = raw_dir(spec.name)
+    want = [d/f.path for f in spec.files]
     if all(p.exists() for p in want) and not force: return {f.path: 'present' for f in spec.files}
     zsrc = None
     if mirror:
@@ -79,7 +82,8 @@ def fetch_zip(spec, mirror, force):
         out = Path(td)/'out'
         if zsrc is None and tsv and all(p.is_file() for p in tsv):
             for p, f in zip(tsv, spec.files):
-                (out/f.path).parent.mkdir(parents=True, exist_ok=True); shutil.copyfile(p, out/f.path)
+                (out/f.path).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(p, out/f.path)
                 check_tsv(out/f.path, p)
         else:
             z = Path(td)/'seahorse_data.zip'
@@ -89,12 +93,15 @@ def fetch_zip(spec, mirror, force):
                 except Exception as e: raise MissingDataError(missing_help(f"download failed ({e})")) from None
             _unzip(spec, z, zsrc or spec.files[0].url, out)
         for f in spec.files:       # every file checked: now into place
-            (d/f.path).parent.mkdir(parents=True, exist_ok=True); shutil.move(out/f.path, d/f.path)
+            (d/f.path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(out/f.path, d/f.path)
     return record_hashes(spec)
 
+# %% ../../nbs/datasets/seahorse.ipynb #3f87f4b0
 def record_hashes(spec):
     "Record the hashes of Seahorse's files on first use, once each passes `check_tsv` (garbage is never pinned)."
-    d = raw_dir(spec.name); sums = d/'SHA256SUMS'
+    d = raw_dir(spec.name)
+    sums = d/'SHA256SUMS'
     for f in spec.files: check_tsv(d/f.path)
     sums.write_text(''.join(f"{sha256_file(d/f.path)}  {f.path}\n" for f in spec.files))
     warnings.warn(f"seahorse has no pinned sha256; recorded the fetched files' hashes in {sums}")
@@ -123,7 +130,8 @@ def load_raw(d):
         if missing := [c for c in need if c not in df.columns]:
             raise DataError(f"seahorse {split}.tsv lacks columns {missing}; found {list(df.columns)}")
         for r in df.itertuples(index=False):
-            base = f'{r.gem_id}__{item_slug(r.model)}'; seen[base] += 1
+            base = f'{r.gem_id}__{item_slug(r.model)}'
+            seen[base] += 1
             iid = base if seen[base] == 1 else f'{base}__{seen[base]}'
             items.append(dict(item_id=iid, doc_id=r.gem_id, system=r.model, split=split, lang=r.worker_lang,
                               source=None, output=r.summary))

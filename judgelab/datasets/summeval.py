@@ -20,7 +20,9 @@ def load_raw(d):
     pairs, seen = [], set()
     for k in ann['e0']:
         doc, sysid, dim = k.split('__')
-        if (doc, sysid) not in seen: seen.add((doc, sysid)); pairs.append((doc, sysid))
+        if (doc, sysid) not in seen:
+            seen.add((doc, sysid))
+            pairs.append((doc, sysid))
     if len(pairs) != len(pp): raise DataError(f"SummEval join: {len(pairs)} (doc, system) keys but {len(pp)} PPairS rows")
     items = pd.DataFrame([dict(item_id=f'{doc}__{s}', doc_id=doc, system=s, source=r['article'], output=r['summary'],
                                ppairs_id=f"{r['article_id']}/{r['summary_id']}") for (doc, s), r in zip(pairs, pp)])
@@ -40,11 +42,13 @@ def load_raw(d):
 def crowd_ratings(ds, d):
     "The 5 crowd ratings of the 1200 items LLM_summeval covers; their 3 expert ratings must equal the dataset's (a join check)."
     lit = lambda v: ast.literal_eval(v) if isinstance(v, str) else v
-    known = ds.human.set_index(['item_id', 'dimension', 'annotator']).score; rows, bad = [], 0
+    known = ds.human.set_index(['item_id', 'dimension', 'annotator']).score
+    rows, bad = [], 0
     for f in sorted((d/'llm_summeval/model_output_annotations').glob('M*_outputs_annotations.jsonl')):
         for l in f.read_text().splitlines():
             if not l.strip(): continue
-            r = json.loads(l); iid = f"{r['id']}__{r['model_id']}"
+            r = json.loads(l)
+            iid = f"{r['id']}__{r['model_id']}"
             for e, a in zip(('e0', 'e1', 'e2'), lit(r['expert_annotations'])):
                 bad += sum(known.get((iid, k, e)) != float(v) for k, v in a.items())
             rows += [(iid, k, f't{i}', float(v)) for i, a in enumerate(lit(r['turker_annotations'])) for k, v in a.items()]
@@ -55,10 +59,13 @@ def crowd_ratings(ds, d):
 @reader('summeval', 'alttest')
 def read_alttest(ds, d):
     "AltTest's six judges' scores (llm_annotations.json) as judgments."
-    raw = json.loads((d/'judgments/alttest__llm_annotations.json').read_text()); ids = set(ds.items.item_id); rows = []
+    raw = json.loads((d/'judgments/alttest__llm_annotations.json').read_text())
+    ids = set(ds.items.item_id)
+    rows = []
     for model, vals in raw.items():
         for k, v in vals.items():
-            doc, s, dim = k.split('__'); iid = f'{doc}__{s}'
+            doc, s, dim = k.split('__')
+            iid = f'{doc}__{s}'
             if iid not in ids: raise DataError(f"alttest judgments: unknown item {iid}")
             rows.append(range_checked(ds, iid, dim, 'alttest', model, float(v)))
     return judgment_rows(rows)
@@ -76,22 +83,27 @@ _LS_PARSE = dict(rts=parse_rts, altrts=parse_rts, stareval=parse_stars,
 
 def _ls_replies(ds, d):
     "(model, method, item_id, dimension, reply) per item: the LAST reply where a file holds a rerun appended (as their extract_model_scores.py, which overwrites)."
-    ids = set(ds.items.item_id); base = d/'judgments/llm_summeval/eval_model_generations'
+    ids = set(ds.items.item_id)
+    base = d/'judgments/llm_summeval/eval_model_generations'
     for model, method in _LS_JUDGES:
         for s in _LS_SYSTEMS:
             for dim in _LS_DIMS:
-                f = base/model/f'eval_{s}_generations'/f'{dim}_{method}.txt'; last = {}
+                f = base/model/f'eval_{s}_generations'/f'{dim}_{method}.txt'
+                last = {}
                 for l in f.read_text().splitlines():
                     if not l.strip(): continue
-                    r = json.loads(l); iid = f"{r['id']}__{s}"
+                    r = json.loads(l)
+                    iid = f"{r['id']}__{s}"
                     if iid not in ids: raise DataError(f"LLM_summeval {model}/{s}/{dim}_{method}: unknown item {iid}")
-                    last.pop(iid, None); last[iid] = r['resp']
+                    last.pop(iid, None)
+                    last[iid] = r['resp']
                 if len(last) != 100: raise DataError(f"LLM_summeval {model}/{s}/{dim}_{method}: {len(last)} items, expected 100")
                 for iid, text in last.items(): yield model, method, iid, dim, text
 
 # %% ../../nbs/datasets/summeval.ipynb #a4c9fe8f
 def _shen_rts(text):
-    t = text.lower(); words = ['one', 'two', 'three', 'four', 'five']
+    t = text.lower()
+    words = ['one', 'two', 'three', 'four', 'five']
     if m := re.search(r'score:\s*([1-5](?:\.\d)?)', t): return float(m.group(1))
     if m := re.search(r'score:\s*(one|two|three|four|five)', t): return float(words.index(m.group(1)) + 1)
     if m := re.search(r'(?:score|scoring)[^\.]+[1-5](?:\.\d)?', t): return float(re.search(r'[1-5](\.[1-5])?', m.group(0)).group(0))
@@ -106,10 +118,14 @@ def _shen_mcq(text):
     return {'A': 1., 'B': 2., 'C': 3., 'D': 4., 'E': 5.}.get(text.strip(), None)   # their dict lookup raises on anything else
 
 def _shen_stareval(text):
-    m = re.search(r'([^\s]+)\sstar', text.lower()); words = ['one', 'two', 'three', 'four', 'five']; score = None
+    m = re.search(r'([^\s]+)\sstar', text.lower())
+    words = ['one', 'two', 'three', 'four', 'five']
+    score = None
     if m:
         s = m.group(1)
-        try: float(s); score = s
+        try:
+            float(s)
+            score = s
         except ValueError:
             if s.strip() in words: score = words.index(s.strip()) + 1
     if not score: return None                              # their assert fails here
@@ -129,7 +145,8 @@ def _ls_authors(ds, d, rule):
     return pd.DataFrame(rows, columns=['judge', 'model', 'item_id', 'dimension', 'score', 'note'])
 
 def _ls_procedure(ds, s):
-    hm = ds.human_mean(); rows = []
+    hm = ds.human_mean()
+    rows = []
     for (judge, model, dim), g in s.groupby(['judge', 'model', 'dimension'], sort=False):
         r = pooled_correlations(g.score.values, hm[dim].reindex(g.item_id).values)
         rows += [dict(judge=judge, model=model, dimension=dim, statistic=f'{k} (pooled over items)', value=r[k], n=r['n']) for k in ('spearman', 'pearson', 'kendall')]

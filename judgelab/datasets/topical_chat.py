@@ -32,7 +32,8 @@ def load_raw(d):
                               fact=c['fact'], output=r['response'].strip()))
             for k, dim in _TC_DIMS.items():
                 rows += [(iid, dim, a, v) for a, v in zip(c['annotators'], r[k])]
-    items = pd.DataFrame(items); human = human_rows(rows)
+    items = pd.DataFrame(items)
+    human = human_rows(rows)
     if len(uni) != len(items): raise DataError(f"Topical-Chat: {len(items)} USR responses but {len(uni)} UniEval items")
     means = human.groupby(['item_id', 'dimension'], sort=False).score.mean()
     bad = 0
@@ -62,7 +63,8 @@ def read_unieval(ds, d):
 # %% ../../nbs/datasets/topical_chat.ipynb #72a587a4
 def _closerlook(kind):
     def read(ds, d):
-        key = {(it.source, it.system): it.item_id for it in ds.items.itertuples()}; rows = []
+        key = {(it.source, it.system): it.item_id for it in ds.items.itertuples()}
+        rows = []
         for code, dim in (('coh', 'coherence'), ('eng', 'engagingness'), ('gro', 'groundedness'), ('nat', 'naturalness')):
             for r in json.loads((d/f'judgments/closerlook__gpt3.5_{code}_{kind}.json').read_text()):
                 iid = key.get((r['source'], r['system_id']))
@@ -82,7 +84,9 @@ _CL_CODES = (('coh', 'coherence'), ('eng', 'engagingness'), ('gro', 'groundednes
 
 def _cl_geval_items(ds, d):
     "(item_id, dimension, [20 replies]) per record, the records' human scores checked against the dataset's means."
-    key = {(it.source, it.system): it.item_id for it in ds.items.itertuples()}; hm = ds.human_mean(); out = []
+    key = {(it.source, it.system): it.item_id for it in ds.items.itertuples()}
+    hm = ds.human_mean()
+    out = []
     for code, dim in _CL_CODES:
         for r in json.loads((d/f'judgments/closerlook_geval/gpt3.5_{code}_geval.json').read_text()):
             iid = key.get((r['source'], r['system_id']))
@@ -113,10 +117,12 @@ def _cl_authors(ds, d, rule):
     rows = []
     for iid, dim, resp in _cl_geval_items(ds, d):
         if rule == 'authors':
-            v = [_closerlook_parse(x) for x in resp]; x = float(np.nanmean(v)) if np.isfinite(v).any() else np.nan
+            v = [_closerlook_parse(x) for x in resp]
+            x = float(np.nanmean(v)) if np.isfinite(v).any() else np.nan
             zero = sum(1 for t in resp if _closerlook_parse(t) == 0 and not re.search(r'(?<![\d.])0(?![\d])', t))
         else:
-            v = [_geval_parse(x) for x in resp]; x = sum(v)/len(v)
+            v = [_geval_parse(x) for x in resp]
+            x = sum(v)/len(v)
             zero = sum(1 for t in resp if not re.match(r' ?[\d.]+', t))
         rows.append(('geval', 'gpt-3.5-turbo-0613', iid, dim, x, f'{zero} of {len(resp)} samples read as 0' if zero else None))
     return pd.DataFrame(rows, columns=['judge', 'model', 'item_id', 'dimension', 'score', 'note'])
@@ -124,16 +130,22 @@ def _cl_authors(ds, d, rule):
 def _cl_procedure(ds, s):
     "all_eval.py's meta(): mode A pooled over items, mode B per conversation (source) averaged over conversations whose human and judge scores both vary."
     from scipy import stats
-    hm = ds.human_mean(); src = ds.items.set_index('item_id').source; rows = []
+    hm = ds.human_mean()
+    src = ds.items.set_index('item_id').source
+    rows = []
     for (judge, model, dim), g in s.groupby(['judge', 'model', 'dimension'], sort=False):
-        h = hm[dim].reindex(g.item_id).values; p = g.score.values
+        h = hm[dim].reindex(g.item_id).values
+        p = g.score.values
         a = pooled_correlations(p, h)
         rows += [dict(judge=judge, model=model, dimension=dim, statistic=f'{k} (pooled, their mode A)', value=a[k], n=a['n']) for k in ('pearson', 'spearman', 'kendall')]
-        acc = dict(pearson=0., spearman=0., kendall=0.); k_docs = 0
+        acc = dict(pearson=0., spearman=0., kendall=0.)
+        k_docs = 0
         for _, gg in pd.DataFrame(dict(s=src.reindex(g.item_id).values, p=p, h=h)).groupby('s', sort=False):
             if gg.h.nunique() <= 1 or gg.p.nunique() <= 1: continue
-            acc['pearson'] += stats.pearsonr(gg.p, gg.h)[0]; acc['spearman'] += stats.spearmanr(gg.p, gg.h)[0]
-            acc['kendall'] += stats.kendalltau(gg.p, gg.h)[0]; k_docs += 1
+            acc['pearson'] += stats.pearsonr(gg.p, gg.h)[0]
+            acc['spearman'] += stats.spearmanr(gg.p, gg.h)[0]
+            acc['kendall'] += stats.kendalltau(gg.p, gg.h)[0]
+            k_docs += 1
         rows += [dict(judge=judge, model=model, dimension=dim, statistic=f'{k} (per conversation, their mode B)', value=v/k_docs if k_docs else np.nan, n=k_docs)
                  for k, v in acc.items()]
     return pd.DataFrame(rows)
@@ -179,10 +191,12 @@ def _batcheval_get_score(ss, num=10):
     "calulate_usr.py's get_score, line for line."
     new_ss = []
     for s_ in ss:
-        s_ = s_.lower(); s = s_.split('scores:')[-1]
+        s_ = s_.lower()
+        s = s_.split('scores:')[-1]
         try:
             matches = re.findall(r'\[[^\]]*\]', s)[0]
-            s = matches[1:-1].split(','); s = [t.split(':')[-1].strip(' ') for t in s]
+            s = matches[1:-1].split(',')
+            s = [t.split(':')[-1].strip(' ') for t in s]
             for t in range(len(s)):
                 try: float(s[t])
                 except ValueError: s[t] = '0'
@@ -195,7 +209,8 @@ def _batcheval_get_score(ss, num=10):
     return new_ss
 
 def _be_authors(ds, d, rule=None):
-    rows, _ = _be_rows(ds, d); per = {}
+    rows, _ = _be_rows(ds, d)
+    per = {}
     for r in rows:
         sc = _batcheval_get_score(r['response'], len(r['items']))[0]
         if len(sc) != len(r['items']): raise DataError(f"BatchEval {r['dimension']}/{r['round']}/{r['batch']}: get_score returned {len(sc)} scores (their script misaligns here)")
@@ -204,14 +219,17 @@ def _be_authors(ds, d, rule=None):
     for (dim, iid), v in per.items():
         num, den = 1e-5, 1e-5
         for x in v.values():
-            if x != -1: num += x; den += 1
+            if x != -1:
+                num += x
+                den += 1
         failed = sum(x == -1 for x in v.values())
         out.append(('batcheval', 'gpt-4', iid, dim, num/den, f'{failed} of {len(v)} rounds -1 (unreadable batch)' if failed else None,
                     *[v.get(k, np.nan) for k in range(5)]))
     return pd.DataFrame(out, columns=['judge', 'model', 'item_id', 'dimension', 'score', 'note'] + [f'round_{k}' for k in range(5)])
 
 def _be_procedure(ds, s):
-    hm = ds.human_mean(); rows = []
+    hm = ds.human_mean()
+    rows = []
     for (judge, model, dim), g in s.groupby(['judge', 'model', 'dimension'], sort=False):
         h = hm[dim].reindex(g.item_id).values
         a = pooled_correlations(g.score.values, h)
@@ -227,9 +245,11 @@ def _be_procedure(ds, s):
 @reader('topical_chat', 'batcheval', scores=_be_authors, procedure=_be_procedure)
 def read_batcheval(ds, d):
     "BatchEval's batch replies, one row per item and round, each with its sample's analysis as the rationale."
-    rows, scale = _be_rows(ds, d); out = []
+    rows, scale = _be_rows(ds, d)
+    out = []
     for r in rows:
-        text = r['response'][0]; dim = r['dimension']
+        text = r['response'][0]
+        dim = r['dimension']
         for k, (iid, p) in enumerate(zip(r['items'], parse_batch(text, len(r['items']))), 1):
             out.append(parsed_row(ds, iid, dim, 'batcheval', 'gpt-4', p, _sample_analysis(text, k), r['round'], scale[dim]))
     return judgment_rows(out)
