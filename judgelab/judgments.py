@@ -16,8 +16,8 @@ from .data import DATASETS, get_spec, load, as_dataset, raw_dir, group_files, gr
 
 # %% auto #0
 __all__ = ['JUDGMENT_COLUMNS', 'JUDGMENT_SOURCES', 'MAX_SAMPLE', 'slug', 'judgments_path', 'save_judgments', 'write_parquet',
-           'JudgmentSource', 'reader', 'judgment_rows', 'range_checked', 'parse_rts', 'parse_choice', 'parse_stars',
-           'parse_geval_sample', 'parse_batch', 'parsed_row', 'Replay', 'pooled_correlations', 'list_judgments',
+           'JudgmentSource', 'reader', 'Replay', 'judgment_rows', 'range_checked', 'parse_rts', 'parse_choice',
+           'parse_stars', 'parse_geval_sample', 'parse_batch', 'parsed_row', 'pooled_correlations', 'list_judgments',
            'load_judgments', 'judgment_scores', 'score_coverage', 'judgments_inputs', 'authors_scores',
            'authors_correlations', 'rule_differences', 'JudgmentImportError', 'check_judge_name', 'check_model_name',
            'validate_judgments', 'import_judgments', 'as_judgments', 'store_import']
@@ -101,6 +101,15 @@ def reader(dataset_name:str, # the dataset's name
         if procedure is not None: register(dataset_name, 'authors_procedure', source)(procedure)
         return f
     return deco
+
+# %% ../nbs/01a_judgments.ipynb #47e33787
+@dataclass
+class Replay:
+    "How the authors of a replayed source read their replies and computed their correlations (the reproduction check)."
+    rules: dict               # {rule name: what it does}; the first is the authors' own
+    scores: object            # (ds, raw folder, rule) -> item-level table: judge, model, item_id, dimension, score, note
+    procedure: object         # (ds, item-level table) -> table: judge, model, dimension, statistic, value
+    procedure_doc: str        # the authors' correlation procedure in words, with the script it follows
 
 # %% ../nbs/01a_judgments.ipynb #9a8c6660
 class _Sources(Mapping):
@@ -243,15 +252,6 @@ def parsed_row(ds, iid, dim, judge, model, p, text, sample=0, scale=None):
     "A judgments row from a Parsed value (its failure kept), range-checked on the dimension's scale or `scale`."
     if not p.ok: return (iid, dim, judge, model, np.nan, text, sample, False, p.failure)
     return range_checked(ds, iid, dim, judge, model, p.value, text, sample, scale)
-
-# %% ../nbs/01a_judgments.ipynb #47e33787
-@dataclass
-class Replay:
-    "How the authors of a replayed source read their replies and computed their correlations (the reproduction check)."
-    rules: dict               # {rule name: what it does}; the first is the authors' own
-    scores: object            # (ds, raw folder, rule) -> item-level table: judge, model, item_id, dimension, score, note
-    procedure: object         # (ds, item-level table) -> table: judge, model, dimension, statistic, value
-    procedure_doc: str        # the authors' correlation procedure in words, with the script it follows
 
 # %% ../nbs/01a_judgments.ipynb #b80937fe
 def pooled_correlations(pred, human)->dict:
