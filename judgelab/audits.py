@@ -7,7 +7,7 @@ from __future__ import annotations
 import warnings, numbers
 from dataclasses import dataclass, field
 import numpy as np, pandas as pd
-from .data import as_dataset
+from .data import DATASETS, as_dataset
 from .judgments import as_judgments, judgment_scores
 from .stats import correlation_table, alt_test, alt_test_inputs, krippendorff_alpha, fdr_adjust
 from .corrgap import corrgap_audit, canonical_items, quality_groups, quality_threshold, quality_threshold_rule, quality_cut, human_baseline, rater_slots, bootstrap_weights
@@ -213,13 +213,13 @@ def quality_excess(quality:pd.DataFrame, # `quality_table` (with its `boot` colu
     out['pairs_dropped'] = dropped
     return out
 
-PAPER_QUALITY = dict(summeval='high', hanna='high', topical_chat='low')    # where Li & Chaturvedi find CorrGap more severe
+PAPER_QUALITY = {n: s.paper_quality for n, s in DATASETS.items() if s.paper_quality}    # where Li & Chaturvedi find CorrGap more severe (`paper_quality` in each registry file)
 
 def quality_direction(quality:pd.DataFrame, # `quality_table`
                       dataset, # a dataset name or `judgelab.data.Dataset`
                      )->pd.DataFrame: # one row
     "The paper's quality-group finding against these judges' excess (low minus high, matched pairs, bootstrap CI); the raw CorrGap as secondary columns."
-    ds = as_dataset(dataset); paper = PAPER_QUALITY.get(ds.name)
+    ds = as_dataset(dataset); paper = ds.spec.paper_quality
     qe = quality_excess(quality) if 'excess' in quality and quality.excess.notna().any() else pd.DataFrame()
     wg, dropped_gap = quality_matched(quality, 'gap')
     pj = wg.groupby(level=['judge', 'model']).mean()
@@ -506,7 +506,7 @@ def audit(judgments:pd.DataFrame, # a plain table item_id, dimension, score [, j
           dataset, # a dataset name or a `judgelab.data.Dataset`
           judge:str|None=None, model:str|None=None, # name the judge of a plain table (or pick one judge from several)
           targets=None, # target dimensions (default: every judged dimension not in `exclude_dims`)
-          exclude_dims=('overall',), # dimensions neither audited nor used as non-targets (Topical-Chat's overall is a composite)
+          exclude_dims=('overall',), # dimensions neither audited nor used as non-targets (an overall rating is a composite of the others)
           method:str='spearman', # correlation, inside CorrGap too
           bins='exact', # distribution-control strata: 'exact' (the default) or 'round'
           ties:str='fractional', # ties in D at a cut: 'fractional' (shared, the default) or 'id' (broken by ascending item id)

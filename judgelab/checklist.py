@@ -40,7 +40,7 @@ class Checklist:
     def __repr__(self): return f"Checklist('{self.dataset}/{self.dimension}', {len(self.sub_dimensions)} sub-dimensions, {len(self.questions)} questions)"
 
 STAGES = ('seed', 'diversified', 'elaborated', 'filtered')     # CheckEval: seed -> diversification -> elaboration -> filtering
-OFFICIAL = ('official_seed', 'official_diversification', 'official_elaboration')   # CheckEval's released checklists (SummEval, Topical-Chat)
+OFFICIAL = ('official_seed', 'official_diversification', 'official_elaboration')   # CheckEval's released checklists (datasets with a `checkeval` file group)
 
 # %% ../nbs/08_checklist.ipynb #7c889a66
 def default_stage(dataset:str)->str:
@@ -61,7 +61,7 @@ def checklist_path(dataset:str, dimension:str, stage:str|None=None)->Path:
 def _official(ds, dim, stage, p)->Checklist:
     "A released CheckEval checklist: `definition: {dataset: text}`, `sub_aspect: {name: the questions as one folded YAML scalar}`."
     if not any(g.name == 'checkeval' for g in ds.file_groups):
-        raise ChecklistError(f"CheckEval released no checklists for {ds.name} (only SummEval and Topical-Chat): use stage 'seed' or build one ('filtered')")
+        raise ChecklistError(f"CheckEval released no checklists for {ds.name} (only {[n for n, s in D.DATASETS.items() if any(g.name == 'checkeval' for g in s.file_groups)]}): use stage 'seed' or build one ('filtered')")
     D.group_files(ds.name, 'checkeval')          # fetched when missing, sha256-verified
     if not p.exists(): raise ChecklistError(f"No official CheckEval checklist for {ds.name}/{dim} ({p})")
     d = yaml.safe_load(p.read_text())
@@ -158,7 +158,7 @@ def _checkeval_rows(acc, lists, stage, prompt_id)->list:
 
 # %% ../nbs/08_checklist.ipynb #e778be22
 def checkeval(ds, its, dims, backend, template:str='checkeval',
-              stage:str|None=None, # the checklist: None = `default_stage` (CheckEval's official elaboration checklist on SummEval and Topical-Chat, else judgelab's seed), 'seed', 'official_seed' (the no-augmentation ablation), a pipeline stage ('diversified', 'elaborated', 'filtered')
+              stage:str|None=None, # the checklist: None = `default_stage` (CheckEval's official elaboration checklist where it released one, else judgelab's seed), 'seed', 'official_seed' (the no-augmentation ablation), a pipeline stage ('diversified', 'elaborated', 'filtered')
               build:bool=False, # run the generation pipeline with this backend first (seed -> diversified -> elaborated -> filtered)
               k_augment:int=3, # build: questions per sub-dimension in each augmentation step
               max_tokens:int=128, seed:int=0, progress=True):

@@ -84,7 +84,8 @@ def _data_info(a):
             print(f"    {src}{'  (rationales)' if r.rationales else ''}{'  (raw replies; the authors rules too: ' + r.authors_rules + ')' if r.authors_rules else ''}")
             print(textwrap.fill(r.description, 100, initial_indent='      ', subsequent_indent='      '))
     if not D.available(spec.name):
-        print(textwrap.fill(D._seahorse_help() if spec.name == 'seahorse' else
+        own = D.hook(spec.name, 'missing')       # a dataset that says itself how to get its files
+        print(textwrap.fill(own() if own else
                             f"Not here yet: `judgelab data fetch {spec.name}` downloads them (or copies them from $JUDGELAB_DATA_MIRROR) and checks their sha256.",
                             100, initial_indent='  to get them: ', subsequent_indent='    ', break_long_words=False, break_on_hyphens=False))
     return 0

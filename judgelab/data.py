@@ -4,7 +4,7 @@
 
 # %% ../nbs/01_data.ipynb #3de4e6bd
 from __future__ import annotations
-import os, re, io, ast, csv, json, zlib, shutil, hashlib, tempfile, warnings, zipfile, urllib.request
+import os, re, shutil, hashlib, importlib, tempfile, urllib.request
 from dataclasses import dataclass, field, fields, replace, MISSING
 from pathlib import Path
 from collections import Counter
@@ -15,10 +15,11 @@ from .core import paths, sha256_file
 from .parse import in_range
 
 # %% auto #0
-__all__ = ['QUALITY_SOURCE', 'DATASETS', 'CROWD_DATASETS', 'Dimension', 'FileSpec', 'FileGroup', 'DatasetSpec', 'RegistryError',
-           'read_spec', 'load_registry', 'UnknownDatasetError', 'ChecksumError', 'DataError', 'MissingDataError',
-           'get_spec', 'default_mirror', 'raw_dir', 'fetch', 'verify', 'spec_pins', 'available', 'group_files',
-           'group_digest', 'Dataset', 'load', 'as_dataset', 'load_crowd']
+__all__ = ['QUALITY_SOURCE', 'DATASETS', 'HOOKS', 'CROWD_DATASETS', 'Dimension', 'FileSpec', 'FileGroup', 'DatasetSpec',
+           'SourceSpec', 'RegistryError', 'read_spec', 'load_registry', 'add_dataset', 'UnknownDatasetError',
+           'ChecksumError', 'DataError', 'MissingDataError', 'get_spec', 'register', 'dataset_module', 'hooks', 'hook',
+           'default_mirror', 'raw_dir', 'download', 'staging_dir', 'fetch', 'verify', 'spec_pins', 'available',
+           'group_files', 'group_digest', 'item_slug', 'human_rows', 'Dataset', 'load', 'as_dataset', 'load_crowd']
 
 # %% ../nbs/01_data.ipynb #ca5812ff
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class Dimension:
     def scale(self): return (self.lo, self.hi, self.step)
     def in_range(self, x): return in_range(x, self.lo, self.hi)
 
+# %% ../nbs/01_data.ipynb #f3164b2e
 @dataclass(frozen=True)
 class FileSpec:
     "One raw file: where it lives in `data/raw/<dataset>/`, its upstream URL and its sha256."
@@ -46,6 +48,7 @@ class FileSpec:
     mirror: str|None = None   # path below <mirror>/<dataset>/ (default: raw/<path> or <path>)
     group: str|None = None    # the file group it belongs to (`file_groups`); None: a file `load()` reads
 
+# %% ../nbs/01_data.ipynb #c51104e6
 @dataclass(frozen=True)
 class FileGroup:
     "Files fetched and verified with the dataset that `load()` does not read: a published judge's raw replies, a second set of annotations."
@@ -61,6 +64,7 @@ class FileGroup:
 QUALITY_SOURCE = ('Li & Chaturvedi (2026) split items into low/high quality "using dataset-specific ground-truth score '
                   'thresholds" without giving the values; judgelab uses the per-target median of the human mean')
 
+# %% ../nbs/01_data.ipynb #c696c251
 @dataclass
 class DatasetSpec:
     "A registry entry: provenance, files and dimensions of one dataset."
@@ -82,6 +86,13 @@ class DatasetSpec:
     alt_test_raters: str = 'annotators'    # alt-test 'annotators' (the stored ids) or 'slots' (an item's k-th rating is rater k)
     alt_test_caveat: str = ''              # why passing the alt-test here does not mean replacing a person (shown beside every alt-test table)
     file_groups: list = field(default_factory=list)   # `FileGroup`s: files beyond what `load()` reads (published judges' replies, ...)
+    label: str = ''                        # the dataset as its paper names it, for tables and figures (`report.dataset_label`)
+    paper_quality: str|None = None         # 'low' or 'high': the quality group where Li & Chaturvedi find CorrGap more severe here
+    crowd_group: str|None = None           # the file group of crowd ratings beside the main annotators (`load_crowd`, the module's `crowd` hook)
+    crowd_annotators: str = ''             # who the crowd raters are (the crowd view's `annotators`)
+    hypoeval: dict|None = None             # HypoEval's published decomposition: {kind: summary|story, config: its prompt file, story: source|output}
+    module: str|None = None                # the Python module of the dataset's code (default: judgelab.datasets.<name>)
+    judgment_sources: list = field(default_factory=list)   # `SourceSpec`s: published judge outputs aligned with the items
     def dim(self, name):
         "The dimension called `name` (or one of its aliases)."
         key = _norm(name)
@@ -102,9 +113,23 @@ class DatasetSpec:
 
 def _norm(s): return re.sub(r'[^a-z0-9]', '', str(s).lower())
 
+# %% ../nbs/01_data.ipynb #3c4c088b
+@dataclass(frozen=True)
+class SourceSpec:
+    "A published judge output aligned with a dataset's items: what it is and which files hold it (its reader is in the dataset's module)."
+    name: str                 # `load_judgments(dataset, name)`, e.g. 'alttest'
+    description: str
+    files: tuple              # files below data/raw/<dataset>/, or '<prefix>/ (file group <group>)' for a whole file group
+    citation: str = ''
+    rationales: bool = False  # the judgments keep the judge's text
+    group: str|None = None    # the file group holding its files (fetched and verified when it is read)
+    authors_rules: dict|None = None   # a replayed source: {rule: what it does}, the authors' own first
+    authors_procedure: str = ''       # a replayed source: the authors' correlation procedure in words, with the script it follows
+
 # %% ../nbs/01_data.ipynb #845b5c3c
 class RegistryError(ValueError): "A registry file (`data/datasets/<name>.yaml`) that is not valid YAML or does not fit the format."
 
+# %% ../nbs/01_data.ipynb #de44b74a
 class _StrictLoader(getattr(yaml, 'CSafeLoader', yaml.SafeLoader)):     # libyaml's parser where PyYAML has it: 6x faster
     "YAML's safe loader, refusing a key given twice in one mapping (plain YAML keeps the last one silently)."
     def construct_mapping(self, node, deep=False):
@@ -118,7 +143,7 @@ class _StrictLoader(getattr(yaml, 'CSafeLoader', yaml.SafeLoader)):     # libyam
 
 # YAML types allowed for each field annotation of Dimension, FileSpec and DatasetSpec
 _YAML_TYPES = {'str': str, 'str|None': (str, type(None)), 'float': (int, float), 'float|None': (int, float, type(None)),
-               'int|None': (int, type(None)), 'bool': bool, 'tuple': list, 'list': list, 'object': (str, int, float, dict)}
+               'int|None': (int, type(None)), 'dict|None': (dict, type(None)), 'bool': bool, 'tuple': list, 'list': list, 'object': (str, int, float, dict)}
 
 def _build(cls, d, path, where):
     "`cls(**d)` from one mapping of a registry file, every key known, present when required, and of its type."
@@ -164,7 +189,34 @@ def read_spec(path:str|Path)->tuple: # (DatasetSpec, its `order` or None)
     qt = spec.quality_threshold
     if (isinstance(qt, str) and qt != 'median') or (isinstance(qt, dict) and not set(qt) <= set(names)):
         raise RegistryError(f"{path}: quality_threshold must be a number, {{dimension: number}} or 'median', not {qt!r}")
+    _check_facts(spec, path, groups)
+    spec.judgment_sources = _sources(spec, path, groups)
     return spec, order
+
+# %% ../nbs/01_data.ipynb #0b2c88f4
+def _check_facts(spec, path, groups):
+    "The keys that take one of a few values or name a file group: paper_quality, crowd_group, hypoeval."
+    if spec.paper_quality not in (None, 'low', 'high'): raise RegistryError(f"{path}: paper_quality must be 'low' or 'high', not {spec.paper_quality!r}")
+    if spec.crowd_group is not None and spec.crowd_group not in groups:
+        raise RegistryError(f"{path}: crowd_group {spec.crowd_group!r} is not one of its file groups {groups}")
+    if spec.crowd_group and not spec.crowd_annotators: raise RegistryError(f"{path}: crowd_group needs crowd_annotators (who the crowd raters are)")
+    h = spec.hypoeval
+    if h is not None and (set(h) != {'kind', 'config', 'story'} or h['story'] not in ('source', 'output') or 'hypoeval' not in groups):
+        raise RegistryError(f"{path}: hypoeval must be {{kind: ..., config: ..., story: source or output}} beside a file group 'hypoeval', not {h!r}")
+
+def _sources(spec, path, groups)->list:
+    "The `SourceSpec`s of `judgment_sources`, each naming files of the dataset and, if replayed, its rules and procedure."
+    out = [_build(SourceSpec, x, path, f"judgment_sources[{k}]") for k, x in enumerate(spec.judgment_sources, 1)]
+    names = [s.name for s in out]
+    known = {f.path for f in spec.files}
+    if dup := sorted({n for n in names if names.count(n) > 1}): raise RegistryError(f"{path}: judgment source(s) {dup} given twice")
+    for s in out:
+        if s.group is not None and s.group not in groups: raise RegistryError(f"{path}: judgment source {s.name!r} names the unknown file group {s.group!r}")
+        if bad := [f for f in s.files if f not in known and not (s.group and f.endswith(f'(file group {s.group})'))]:
+            raise RegistryError(f"{path}: judgment source {s.name!r} names file(s) {bad} that the dataset does not list")
+        if bool(s.authors_rules) != bool(s.authors_procedure) or not all(isinstance(v, str) for v in (s.authors_rules or {}).values()):
+            raise RegistryError(f"{path}: judgment source {s.name!r}: a replayed source has both authors_rules ({{rule: text}}) and authors_procedure")
+    return out
 
 def _group_files(g, path)->list:
     "The `FileSpec`s of file group `g` from its 'sha256  path [upstream path]' lines."
@@ -193,14 +245,30 @@ def load_registry(folder:str|Path, # a folder of <name>.yaml files (judgelab's o
 
 DATASETS = load_registry(paths.resource('data/datasets'))
 
+# %% ../nbs/01_data.ipynb #ff66a6bb
+def add_dataset(path:str|Path, # a <name>.yaml registry file, e.g. of a dataset kept outside judgelab
+               )->DatasetSpec:
+    "Add one registry file's dataset to `DATASETS` (a name registered already is refused); its code is the module its `module` key names."
+    spec, _ = read_spec(path)
+    if spec.name in DATASETS: raise RegistryError(f"{path}: dataset {spec.name!r} is registered already")
+    DATASETS[spec.name] = spec
+    return spec
+
 # %% ../nbs/01_data.ipynb #e7557d36
 class UnknownDatasetError(KeyError):
     "A dataset name that is not in `DATASETS`."
     def __str__(self): return self.args[0]
+
+# %% ../nbs/01_data.ipynb #233be1b0
 class ChecksumError(ValueError): "A file whose sha256 is not the registered one."
+
+# %% ../nbs/01_data.ipynb #bd6062b6
 class DataError(ValueError): "A raw file whose content contradicts what its provenance promises (a failed join check)."
+
+# %% ../nbs/01_data.ipynb #078513ef
 class MissingDataError(FileNotFoundError): "A raw file that is not in data/raw and cannot be fetched from here."
 
+# %% ../nbs/01_data.ipynb #c776b6f7
 def get_spec(name:str, # a dataset name (or a loaded Dataset, or a DatasetSpec)
             )->DatasetSpec:
     "The registry entry of dataset `name`, or a clear error listing the known names."
@@ -212,33 +280,49 @@ def get_spec(name:str, # a dataset name (or a loaded Dataset, or a DatasetSpec)
         raise UnknownDatasetError(f"Unknown dataset {name!r}.{hint} Known datasets: {', '.join(DATASETS)}.")
     return DATASETS[name]
 
-# %% ../nbs/01_data.ipynb #d54a4985
-_SEAHORSE_COLUMNS = ['gem_id', 'worker_lang', 'summary', 'model'] + [f'question{k}' for k in range(1, 7)]
-_SEAHORSE_MAX_BYTES = 1 << 30      # one unpacked TSV (the release's are tens of MB)
+# %% ../nbs/01_data.ipynb #3a5c025b
+HOOKS = dict(load="(raw folder) -> (items, human, extra): the loader, which checks its joins",
+             fetch="(spec, mirror, force) -> {file: how}: fetches the files instead of the copy-and-check of `fetch`",
+             check="(path) -> rows: a content check for files without a pinned sha256 (before their hashes are recorded, and in `verify`)",
+             missing="(why='') -> text: how to get files that cannot be fetched from here",
+             crowd="(ds, raw folder) -> human rows: crowd ratings beside the main annotators (`load_crowd`)",
+             reader="(ds, raw folder) -> judgments: reads the published source `name` (`judgelab.judgments.reader`)",
+             authors_scores="(ds, raw folder, rule) -> item scores: the authors' rule on the replayed source `name`",
+             authors_procedure="(ds, item scores) -> correlations: the authors' procedure on the replayed source `name`")
+_HOOKS = {}      # {dataset: {kind: {source name or None: function}}}
 
-def _check_seahorse_tsv(path:Path, source=None)->int:
-    "A `DataError` naming `source` (default: `path`) unless the file has Seahorse's schema (see above); else its number of rows."
-    src = source or path; rows = rated = 0
-    def bad(why): return DataError(f"{src} is not a Seahorse TSV: {why}. Its hash was not recorded; get the file from "
-                                   f"{DATASETS['seahorse'].files[0].url} (seahorse_data.zip)")
-    try:
-        with open(path, encoding='utf-8', newline='') as fh:
-            r = csv.reader(fh, delimiter='\t', quoting=csv.QUOTE_NONE)
-            head = next(r, None)
-            if not head: raise bad('it is empty')
-            if missing := [c for c in _SEAHORSE_COLUMNS if c not in head]:
-                raise bad(f"its header lacks the columns {missing} (found {head[:12]})")
-            q1 = head.index('question1')
-            for row in r:
-                rows += 1
-                if len(row) > len(head): raise bad(f"row {rows} has {len(row)} fields, the header {len(head)}")
-                rated += len(row) > q1 and row[q1].strip().lower() in ('yes', 'no')
-    except UnicodeDecodeError as e: raise bad(f"not UTF-8 text ({e.reason} at byte {e.start})") from None
-    except csv.Error as e: raise bad(f"unreadable as TSV ({e})") from None
-    if not rated: raise bad(f"none of its {rows} rows answers question1 with yes or no")
-    return rows
+def register(dataset_name:str, # the dataset's name (its registry file's `name`)
+             kind:str='load', # one of `HOOKS`
+             name:str|None=None, # the published source, for the kinds that belong to one
+            ):
+    "Decorator: the function is dataset `dataset_name`'s hook `kind` (its loader by default)."
+    if kind not in HOOKS: raise ValueError(f"unknown hook kind {kind!r}; the kinds: {', '.join(HOOKS)}")
+    def deco(f):
+        _HOOKS.setdefault(dataset_name, {}).setdefault(kind, {})[name] = f
+        return f
+    return deco
 
-_SCHEMA_CHECKS = dict(seahorse=_check_seahorse_tsv)   # datasets whose files are pinned on first use: checked before and after
+# %% ../nbs/01_data.ipynb #c2d0b19c
+def dataset_module(name:str):
+    "Dataset `name`'s module, imported (which registers its hooks): its registry file's `module`, else `judgelab.datasets.<name>`; None when there is none."
+    spec = get_spec(name)
+    mod = spec.module or f'judgelab.datasets.{spec.name}'
+    try: return importlib.import_module(mod)
+    except ModuleNotFoundError as e:
+        if e.name != mod: raise             # the module is there but imports something missing
+        return None
+
+# %% ../nbs/01_data.ipynb #2f84d7b3
+def hooks(name:str, kind:str)->dict:
+    "{source name or None: function}: dataset `name`'s hooks of `kind`, its module imported first."
+    spec = get_spec(name)
+    dataset_module(spec.name)
+    return dict(_HOOKS.get(spec.name, {}).get(kind, {}))
+
+# %% ../nbs/01_data.ipynb #0c3ef2f9
+def hook(name:str, kind:str, source:str|None=None):
+    "Dataset `name`'s hook `kind` (of published source `source`), or None."
+    return hooks(name, kind).get(source)
 
 # %% ../nbs/01_data.ipynb #5531d9c1
 def default_mirror()->Path|None:
@@ -248,21 +332,26 @@ def default_mirror()->Path|None:
     p = paths.root.parent/'shared'/'data'
     return p if p.is_dir() else None
 
+# %% ../nbs/01_data.ipynb #46ef7bec
 def raw_dir(name:str)->Path:
     "The folder holding dataset `name`'s raw files."
     return paths.raw/get_spec(name).name
 
+# %% ../nbs/01_data.ipynb #ae7b8334
 def _mirror_candidates(mirror, name, f):
     m = Path(mirror)/name
     if f.mirror: return [m/f.mirror]
     return [m/'raw'/f.path, m/f.path, m/Path(f.path).name]
 
-def _download(url, dest, desc):
+def download(url:str, dest:Path, desc:str=''):
+    "Download `url` to `dest` with a progress bar (no check: the caller checks what arrived)."
     req = urllib.request.Request(url, headers={'User-Agent': 'judgelab'})
     with urllib.request.urlopen(req, timeout=60) as r, open(dest, 'wb') as out:
         total = int(r.headers.get('Content-Length') or 0) or None
         with tqdm(total=total, unit='B', unit_scale=True, desc=desc, leave=False) as bar:
-            for b in iter(lambda: r.read(1<<16), b''): out.write(b); bar.update(len(b))
+            for b in iter(lambda: r.read(1<<16), b''):
+                out.write(b)
+                bar.update(len(b))
 
 def _check(path, f, name, source=None):
     "The file's sha256 against the registry; the error names `source` (where the bytes came from: a mirror file, a URL) when given."
@@ -277,13 +366,19 @@ def _fetch_file(name, f, mirror, force):
     if dest.exists() and not force:
         if f.sha256 is None or sha256_file(dest) == f.sha256: return 'present'
     src = next((p for p in _mirror_candidates(mirror, name, f) if p.is_file()), None) if mirror else None
-    staging = paths.raw.parent/'.fetch-tmp'; staging.mkdir(parents=True, exist_ok=True)   # outside data/raw: a killed copy leaves nothing there
-    fd, tmp = tempfile.mkstemp(prefix=f'{name}.{dest.name}.', suffix='.part', dir=staging); os.close(fd)
+    staging = paths.raw.parent/'.fetch-tmp'
+    staging.mkdir(parents=True, exist_ok=True)   # outside data/raw: a killed copy leaves nothing there
+    fd, tmp = tempfile.mkstemp(prefix=f'{name}.{dest.name}.', suffix='.part', dir=staging)
+    os.close(fd)
     tmp = Path(tmp)
     try:
-        if src is not None: shutil.copyfile(src, tmp); how = f'mirror {src.parent}'
+        if src is not None:
+            shutil.copyfile(src, tmp)
+            how = f'mirror {src.parent}'
         else:
-            try: _download(f.url, tmp, f.path); how = 'download'
+            try:
+                download(f.url, tmp, f.path)
+                how = 'download'
             except Exception as e:
                 where = f" and not in the mirror {mirror}" if mirror else " and no local mirror is set (JUDGELAB_DATA_MIRROR)"
                 raise MissingDataError(f"Could not fetch {name}/{f.path}: download from {f.url} failed ({e}){where}.") from None
@@ -295,73 +390,11 @@ def _fetch_file(name, f, mirror, force):
     return how
 
 # %% ../nbs/01_data.ipynb #c9cd80a3
-def _staging()->Path:
+def staging_dir()->Path:
     "A folder for files being fetched, outside data/raw (a failed or killed fetch leaves nothing there)."
-    p = paths.raw.parent/'.fetch-tmp'; p.mkdir(parents=True, exist_ok=True); return p
-
-def _unzip_seahorse(spec, z:Path, source, out:Path):
-    "The three TSVs of seahorse_data.zip `z` into `out`, each checked by `_check_seahorse_tsv`; a `DataError` for an archive that is not a zip or is damaged."
-    url = spec.files[0].url
-    if not zipfile.is_zipfile(z):
-        with open(z, 'rb') as fh: head = fh.read(16)
-        raise DataError(f"{source} is not a zip archive (it starts with {head!r}): seahorse_data.zip must be the archive from {url}. "
-                        "Replace it (or delete it) and fetch again; nothing was written to data/raw.")
-    try:
-        with zipfile.ZipFile(z) as zf:
-            for f in spec.files:
-                info = next((i for i in zf.infolist() if i.filename.endswith(f.path)), None)
-                if info is None: raise DataError(f"{source} has no member {f.path}; members: {zf.namelist()[:10]}. Nothing was written to data/raw.")
-                if info.file_size > _SEAHORSE_MAX_BYTES:
-                    raise DataError(f"{source}: member {info.filename} unpacks to {info.file_size:,} bytes, more than a Seahorse TSV "
-                                    f"({_SEAHORSE_MAX_BYTES:,} at most); not the archive from {url}. Nothing was written to data/raw.")
-                dest = out/f.path; dest.parent.mkdir(parents=True, exist_ok=True)
-                with zf.open(info) as s, open(dest, 'wb') as o: shutil.copyfileobj(s, o)   # the CRC is checked at the member's end
-                _check_seahorse_tsv(dest, f"{source} ({info.filename})")
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, NotImplementedError) as e:
-        raise DataError(f"{source} is a damaged zip archive ({e}): replace it with the archive from {url} and fetch again; "
-                        "nothing was written to data/raw.") from None
-
-def _fetch_seahorse(spec, mirror, force):
-    """Seahorse ships as one zip: unpack its three TSVs into a staging folder, check their columns (they have no pinned
-    sha256), then move them into data/raw and record their hashes on first use."""
-    d = raw_dir(spec.name); want = [d/f.path for f in spec.files]
-    if all(p.exists() for p in want) and not force: return {f.path: 'present' for f in spec.files}
-    zsrc = None
-    if mirror:
-        for c in [Path(mirror)/'seahorse'/'raw'/'seahorse_data.zip', Path(mirror)/'seahorse'/'seahorse_data.zip']:
-            if c.is_file(): zsrc = c
-    tsv = [Path(mirror)/'seahorse'/'raw'/f.path for f in spec.files] if mirror else []
-    with tempfile.TemporaryDirectory(dir=_staging()) as td:
-        out = Path(td)/'out'
-        if zsrc is None and tsv and all(p.is_file() for p in tsv):
-            for p, f in zip(tsv, spec.files):
-                (out/f.path).parent.mkdir(parents=True, exist_ok=True); shutil.copyfile(p, out/f.path)
-                _check_seahorse_tsv(out/f.path, p)
-        else:
-            z = Path(td)/'seahorse_data.zip'
-            if zsrc is not None: shutil.copyfile(zsrc, z)
-            else:
-                try: _download(spec.files[0].url, z, 'seahorse_data.zip')
-                except Exception as e: raise MissingDataError(_seahorse_help(f"download failed ({e})")) from None
-            _unzip_seahorse(spec, z, zsrc or spec.files[0].url, out)
-        for f in spec.files:       # every file checked: now into place
-            (d/f.path).parent.mkdir(parents=True, exist_ok=True); shutil.move(out/f.path, d/f.path)
-    return _record_tofu(spec)
-
-def _record_tofu(spec):
-    "Record the hashes of Seahorse's files on first use, once each passes `_check_seahorse_tsv` (garbage is never pinned)."
-    d = raw_dir(spec.name); sums = d/'SHA256SUMS'
-    for f in spec.files: _check_seahorse_tsv(d/f.path)
-    sums.write_text(''.join(f"{sha256_file(d/f.path)}  {f.path}\n" for f in spec.files))
-    warnings.warn(f"seahorse has no pinned sha256; recorded the fetched files' hashes in {sums}")
-    return {f.path: 'fetched' for f in spec.files}
-
-def _seahorse_help(why=''):
-    d = raw_dir('seahorse')
-    return (f"Seahorse is not available{': ' + why if why else ''}. Download {get_spec('seahorse').files[0].url} (CC-BY 4.0) and unzip it "
-            f"so that these files exist: {d/'seahorse_data/train.tsv'}, {d/'seahorse_data/validation.tsv'}, "
-            f"{d/'seahorse_data/test.tsv'}; or run `judgelab data fetch seahorse` on a machine with internet access, "
-            f"or put seahorse_data.zip into <mirror>/seahorse/raw/ and set JUDGELAB_DATA_MIRROR.")
+    p = paths.raw.parent/'.fetch-tmp'
+    p.mkdir(parents=True, exist_ok=True)
+    return p
 
 # %% ../nbs/01_data.ipynb #d6cd6934
 def fetch(name:str, # dataset name (see `DATASETS`)
@@ -372,7 +405,7 @@ def fetch(name:str, # dataset name (see `DATASETS`)
     "Put dataset `name`'s raw files, verified by sha256, into `data/raw/<name>/`."
     spec = get_spec(name)
     mirror = Path(mirror) if mirror else default_mirror()
-    if spec.name == 'seahorse': res = _fetch_seahorse(spec, mirror, force)
+    if (own := hook(spec.name, 'fetch')): res = own(spec, mirror, force)
     else: res = {f.path: _fetch_file(spec.name, f, mirror, force) for f in spec.files}
     if verbose:
         group = {f.path: f.group for f in spec.files}
@@ -383,34 +416,43 @@ def fetch(name:str, # dataset name (see `DATASETS`)
             print(f"{spec.name}/{g.prefix.strip('/')}/ (file group {g.name}, {sum(how.values())} files): " + ', '.join(f'{n} {k}' for k, n in how.items()))
     return res
 
+# %% ../nbs/01_data.ipynb #3eaf4164
 def verify(name:str, # dataset name
            group:str|None=None, # a file group (None: the files `load()` reads; '*': every file)
           )->dict:
     "Check the raw files of `name` (or of its file group `group`) against their sha256; raise on a mismatch, return {file: sha256}."
-    spec = get_spec(name); d = raw_dir(spec.name); out = {}
+    spec = get_spec(name)
+    d = raw_dir(spec.name)
+    out = {}
+    check, missing = hook(spec.name, 'check'), hook(spec.name, 'missing')
     if group not in (None, '*'): spec.group(group)      # a KeyError naming the groups
     pinned = dict(spec_pins(spec))
     for f in spec.files_of(group):
         p = d/f.path
         if not p.exists():
-            if spec.name == 'seahorse': raise MissingDataError(_seahorse_help())
+            if missing: raise MissingDataError(missing())
             raise MissingDataError(f"{p} is missing: run `judgelab data fetch {spec.name}` (or judgelab.data.fetch('{spec.name}')).")
-        got = sha256_file(p); want = pinned.get(f.path)
+        got = sha256_file(p)
+        want = pinned.get(f.path)
         if want and got != want:
             raise ChecksumError(f"Checksum mismatch for {spec.name}/{f.path}: expected sha256 {want}, got {got}. "
                                 f"Run `judgelab data fetch {spec.name} --force` to restore the registered file.")
-        if f.sha256 is None and spec.name in _SCHEMA_CHECKS: _SCHEMA_CHECKS[spec.name](p)   # a hash recorded on first use pins no content
+        if f.sha256 is None and check: check(p)     # a hash recorded on first use pins no content
         out[f.path] = got
     return out
 
+# %% ../nbs/01_data.ipynb #d09bb71c
 def spec_pins(spec):
     "(path, sha256) pairs: the registry's, or for unpinned files the hashes recorded at first fetch."
-    sums = raw_dir(spec.name)/'SHA256SUMS'; tofu = {}
+    sums = raw_dir(spec.name)/'SHA256SUMS'
+    tofu = {}
     if sums.exists():
         for l in sums.read_text().splitlines():
-            h, p = l.split(None, 1); tofu[p.strip()] = h
+            h, p = l.split(None, 1)
+            tofu[p.strip()] = h
     return [(f.path, f.sha256 or tofu.get(f.path)) for f in spec.files]
 
+# %% ../nbs/01_data.ipynb #964c332f
 def available(name:str)->bool:
     "Whether `name`'s raw files are present (or fetchable from the local mirror)."
     spec = get_spec(name)
@@ -418,191 +460,31 @@ def available(name:str)->bool:
     m = default_mirror()
     return bool(m) and all(any(c.is_file() for c in _mirror_candidates(m, spec.name, f)) for f in spec.files_of(None))
 
+# %% ../nbs/01_data.ipynb #71ecd8c7
 def group_files(name:str, group:str)->dict:
     "The files of dataset `name`'s file group `group`, fetched when missing (like `load`) and verified: {path below data/raw/<name>/: sha256}."
-    spec = get_spec(name); g = spec.group(group)
+    spec = get_spec(name)
+    g = spec.group(group)
     if not all((raw_dir(name)/f.path).exists() for f in spec.files_of(g.name)) and default_mirror(): fetch(spec.name, verbose=False)
     return verify(spec.name, g.name)
 
+# %% ../nbs/01_data.ipynb #a006a4c4
 def group_digest(name:str, group:str)->str:
     "One sha256 for a whole file group: over its verified 'sha256  path' lines, sorted (a provenance input standing for hundreds of files)."
     lines = ''.join(f'{h}  {p}\n' for p, h in sorted(group_files(name, group).items()))
     return hashlib.sha256(lines.encode()).hexdigest()
 
 # %% ../nbs/01_data.ipynb #fcd83d3f
-def _item_slug(s):
+def item_slug(s)->str:
     "A system name as part of an item id: lower case, runs of other characters than a-z, 0-9 and '.' as one '-' (frozen: ids are in every output)."
     return re.sub(r'[^a-z0-9.]+', '-', str(s).lower()).strip('-')
 
-def _human_rows(rows):
+# %% ../nbs/01_data.ipynb #5cc7831a
+def human_rows(rows)->pd.DataFrame:
+    "The `human` table from (item_id, dimension, annotator, score) tuples, scores as floats."
     h = pd.DataFrame(rows, columns=['item_id', 'dimension', 'annotator', 'score'])
-    h['score'] = h['score'].astype(float); return h
-
-def _load_summeval(d):
-    spec = DATASETS['summeval']
-    ann = json.loads((d/'alttest_summeval_human_annotations.json').read_text())
-    pp = [json.loads(l) for l in (d/'ppairs_summeval.jsonl').read_text().splitlines() if l.strip()]
-    pairs, seen = [], set()
-    for k in ann['e0']:
-        doc, sysid, dim = k.split('__')
-        if (doc, sysid) not in seen: seen.add((doc, sysid)); pairs.append((doc, sysid))
-    if len(pairs) != len(pp): raise DataError(f"SummEval join: {len(pairs)} (doc, system) keys but {len(pp)} PPairS rows")
-    items = pd.DataFrame([dict(item_id=f'{doc}__{s}', doc_id=doc, system=s, source=r['article'], output=r['summary'],
-                               ppairs_id=f"{r['article_id']}/{r['summary_id']}") for (doc, s), r in zip(pairs, pp)])
-    rows, bad = [], 0
-    for (doc, s), r in zip(pairs, pp):
-        for dim in spec.dim_names:
-            vals = [ann[e][f'{doc}__{s}__{dim}'] for e in ('e0', 'e1', 'e2')]
-            if abs(np.mean(vals) - r[dim]) > 1e-6: bad += 1
-            rows += [(f'{doc}__{s}', dim, e, v) for e, v in zip(('e0', 'e1', 'e2'), vals)]
-    if bad: raise DataError(f"SummEval join check failed: {bad} of 6400 expert means differ from ppairs_summeval.jsonl")
-    if items.groupby('doc_id').ppairs_id.apply(lambda x: x.str.split('/').str[0].nunique()).max() != 1:
-        raise DataError("SummEval join check failed: a document maps to several PPairS articles")
-    return items, _human_rows(rows), {}
-
-_TC_DIMS = {'Understandable': 'understandability', 'Natural': 'naturalness', 'Maintains Context': 'coherence',
-            'Engaging': 'engagingness', 'Uses Knowledge': 'groundedness', 'Overall': 'overall'}
-_TC_SYS = {'Original Ground Truth': 'original', 'Argmax Decoding': 'argmax', 'Nucleus Decoding (p = 0.3)': 'nucleus-0.3',
-           'Nucleus Decoding (p = 0.5)': 'nucleus-0.5', 'Nucleus Decoding (p = 0.7)': 'nucleus-0.7', 'New Human Generated': 'new-human'}
-
-def _load_topical_chat(d):
-    usr = json.loads((d/'usr_topical_chat.json').read_text())
-    uni = json.loads((d/'unieval_topical_chat.json').read_text())
-    items, rows = [], []
-    for ci, c in enumerate(usr):
-        for r in c['responses']:
-            iid = f'tc{ci:02d}__{_TC_SYS[r["model"]]}'
-            items.append(dict(item_id=iid, doc_id=f'tc{ci:02d}', system=r['model'], source=c['context'],
-                              fact=c['fact'], output=r['response'].strip()))
-            for k, dim in _TC_DIMS.items():
-                rows += [(iid, dim, a, v) for a, v in zip(c['annotators'], r[k])]
-    items = pd.DataFrame(items); human = _human_rows(rows)
-    if len(uni) != len(items): raise DataError(f"Topical-Chat: {len(items)} USR responses but {len(uni)} UniEval items")
-    means = human.groupby(['item_id', 'dimension'], sort=False).score.mean()
-    bad = 0
-    for (_, it), u in zip(items.iterrows(), uni):
-        if u['source'] != it.source or u['context'] != it.fact or u['system_output'].strip() != it.output or u['system_id'] != it.system: bad += 1
-        bad += sum(abs(means[(it.item_id, k)] - v) > 1e-6 for k, v in u['scores'].items())
-    if bad: raise DataError(f"Topical-Chat join check failed in {bad} places against unieval_topical_chat.json")
-    return items, human, {}
-
-# %% ../nbs/01_data.ipynb #d7588b8a
-_HANNA_DIMS = dict(relevance='RE', coherence='CH', empathy='EM', surprise='SU', engagement='EG', complexity='CX')
-
-def _hanna_table(d):
-    "hanna_metric_scores_llm.csv as {column: array(11 systems x 96 prompts)} (cells are Python-literal lists)."
-    df = pd.read_csv(d/'hanna_metric_scores_llm.csv')
-    return df.Model.tolist(), df
-
-def _hanna_col(df, col): return np.array([ast.literal_eval(v) for v in df[col]], dtype=float)
-
-def _load_hanna(d):
-    systems, df = _hanna_table(d)
-    means = {dim: _hanna_col(df, dim.capitalize()) for dim in _HANNA_DIMS}
-    ratings = {(dim, k): _hanna_col(df, f'Human {k} {code}') for dim, code in _HANNA_DIMS.items() for k in (1, 2, 3)}
-    for dim in _HANNA_DIMS:
-        if np.abs(np.mean([ratings[(dim, k)] for k in (1, 2, 3)], 0) - means[dim]).max() > 1e-6:
-            raise DataError(f"HANNA: the mean of the Human 1/2/3 {dim} ratings differs from the stored mean")
-    pp = [json.loads(l) for l in (d/'ppairs_hanna.jsonl').read_text().splitlines() if l.strip()]
-    stories = pd.read_csv(d/'hanna_llm_stories.csv')
-    prompts = stories.Prompt.iloc[:96].tolist(); human_stories = stories.Human.iloc[:96].tolist()
-    key = lambda vals: tuple(round(float(v), 6) for v in vals)
-    assign, ambiguous = {}, []
-    for r in pp:
-        i = int(r['prompt_id'][1:]); t = key(r[dim] for dim in _HANNA_DIMS)
-        cands = [m for m in range(len(systems)) if key(means[dim][m, i] for dim in _HANNA_DIMS) == t]
-        if len(cands) == 1: assign[(cands[0], i)] = r
-        elif len(cands) > 1: ambiguous.append((i, cands, r))
-        else: raise DataError(f"HANNA: PPairS story {r['prompt_id']}/{r['story_id']} matches no system")
-    # Resolve ties by case: every GPT (GPT-1) story is lower-cased, no RoBERTa story is. Check that this still holds.
-    gpt, rob = systems.index('GPT'), systems.index('RoBERTa')
-    lower = lambda s: s == s.lower()
-    n_gpt_lower = sum(lower(r['story']) for (m, i), r in assign.items() if m == gpt)
-    n_rob_lower = sum(lower(r['story']) for (m, i), r in assign.items() if m == rob)
-    n_gpt = sum(m == gpt for m, i in assign); n_rob = sum(m == rob for m, i in assign)
-    for i, cands, r in ambiguous:
-        if set(cands) != {gpt, rob} or n_gpt_lower != n_gpt or n_rob_lower != 0:
-            raise DataError(f"HANNA: unresolvable tie for prompt {i} between {[systems[c] for c in cands]}")
-        m = gpt if lower(r['story']) else rob
-        if (m, i) in assign: raise DataError(f"HANNA: tie resolution for prompt {i} gave {systems[m]} twice")
-        assign[(m, i)] = r
-    if len(assign) != 11*96: raise DataError(f"HANNA: joined {len(assign)} of 1056 stories")
-    items, rows = [], []
-    for m, sysname in enumerate(systems):
-        for i in range(96):
-            r = assign[(m, i)]; iid = f'p{i:02d}__{_item_slug(sysname)}'
-            if r['prompt'] != prompts[i]: raise DataError(f"HANNA: prompt text of P{i} differs between files")
-            if sysname == 'Human' and r['story'].strip() != str(human_stories[i]).strip():
-                raise DataError(f"HANNA: Human story of P{i} differs from hanna_llm_stories.csv")
-            items.append(dict(item_id=iid, doc_id=f'p{i:02d}', system=sysname, source=prompts[i],
-                              reference=human_stories[i], output=r['story'], story_id=96*m + i,
-                              ppairs_id=f"{r['prompt_id']}/{r['story_id']}"))
-            for dim in _HANNA_DIMS:
-                rows += [(iid, dim, f'slot{k}', ratings[(dim, k)][m, i]) for k in (1, 2, 3)]
-    extra = dict(tie_resolution=pd.DataFrame([dict(prompt=i, ppairs_id=f"{r['prompt_id']}/{r['story_id']}",
-                  candidates=[systems[c] for c in cands], assigned='GPT' if lower(r['story']) else 'RoBERTa',
-                  evidence=f'{n_gpt_lower}/{n_gpt} other GPT stories lower-cased, {n_rob_lower}/{n_rob} RoBERTa')
-                  for i, cands, r in ambiguous]))
-    return pd.DataFrame(items), _human_rows(rows), extra
-
-# %% ../nbs/01_data.ipynb #4e2424a8
-_OPIN_DIMS = dict(asp_rel='aspect_relevance', self_coh='self_coherence', sent_con='sentiment_consistency', readblty='readability')
-
-def _load_opinsummeval(d):
-    outs = [json.loads(l) for l in (d/'14model_outputs.jsonl').read_text().splitlines() if l.strip()]
-    scores = [json.loads(l) for l in (d/'scores.jsonl').read_text().splitlines() if l.strip()]
-    if [o['case'] for o in outs] != [s['case'] for s in scores]: raise DataError("OpinSummEval: case order differs between files")
-    items, rows = [], []
-    for o, s in zip(outs, scores):
-        revs = '\n'.join(f'{k+1}. {o["revs"][f"rev{k+1}"]}' for k in range(len(o['revs'])))
-        if set(o['model_output']) != set(k for k in s if k != 'case'): raise DataError(f"OpinSummEval case {o['case']}: system sets differ")
-        for sysname in sorted(o['model_output']):
-            iid = f'case{o["case"]:03d}__{sysname}'
-            items.append(dict(item_id=iid, doc_id=f'case{o["case"]:03d}', system=sysname, source=revs,
-                              reference=o['summ'], output=o['model_output'][sysname]))
-            for a in ('annot1', 'annot2'):
-                rows += [(iid, dim, a, s[sysname][a][k]) for k, dim in _OPIN_DIMS.items()]
-    return pd.DataFrame(items), _human_rows(rows), {}
-
-def _majority_fraction(sents):
-    return float(np.mean([sum(r['response'] == 'yes' for r in s['responses']) >= 2 for s in sents]))
-
-def _load_qags(d):
-    items, rows, sent_rows = [], [], []
-    for subset, sysname in (('cnndm', 'bottom-up'), ('xsum', 'bart')):
-        for n, l in enumerate(l for l in (d/f'mturk_{subset}.jsonl').read_text().splitlines() if l.strip()):
-            r = json.loads(l); iid = f'{subset}{n:03d}__{sysname}'
-            sents = r['summary_sentences']
-            items.append(dict(item_id=iid, doc_id=f'{subset}{n:03d}', system=sysname, subset=subset, source=r['article'],
-                              output=' '.join(s['sentence'] for s in sents), n_sentences=len(sents)))
-            rows.append((iid, 'consistency', 'majority_fraction', _majority_fraction(sents)))
-            for j, s in enumerate(sents):
-                for a in s['responses']:
-                    sent_rows.append(dict(item_id=iid, sentence=j, text=s['sentence'], worker=f"{subset}-w{a['worker_id']}",
-                                          response=int(a['response'] == 'yes')))
-    return pd.DataFrame(items), _human_rows(rows), dict(sentences=pd.DataFrame(sent_rows))
-
-_SEAHORSE_Q = ['comprehensible', 'repetition', 'grammar', 'attribution', 'main_ideas', 'conciseness']
-
-def _load_seahorse(d):
-    items, rows, seen = [], [], Counter()
-    for split in ('train', 'validation', 'test'):
-        df = pd.read_csv(d/f'seahorse_data/{split}.tsv', sep='\t', quoting=csv.QUOTE_NONE, dtype=str, keep_default_na=False)
-        need = _SEAHORSE_COLUMNS
-        if missing := [c for c in need if c not in df.columns]:
-            raise DataError(f"seahorse {split}.tsv lacks columns {missing}; found {list(df.columns)}")
-        for r in df.itertuples(index=False):
-            base = f'{r.gem_id}__{_item_slug(r.model)}'; seen[base] += 1
-            iid = base if seen[base] == 1 else f'{base}__{seen[base]}'
-            items.append(dict(item_id=iid, doc_id=r.gem_id, system=r.model, split=split, lang=r.worker_lang,
-                              source=None, output=r.summary))
-            for k, dim in enumerate(_SEAHORSE_Q, 1):
-                v = str(getattr(r, f'question{k}')).strip().lower()
-                if v in ('yes', 'no'): rows.append((iid, dim, 'rater', float(v == 'yes')))
-    return pd.DataFrame(items), _human_rows(rows), {}
-
-_LOADERS = dict(summeval=_load_summeval, topical_chat=_load_topical_chat, hanna=_load_hanna,
-                opinsummeval=_load_opinsummeval, qags=_load_qags, seahorse=_load_seahorse)
+    h['score'] = h['score'].astype(float)
+    return h
 
 # %% ../nbs/01_data.ipynb #ef9ed689
 class Dataset:
@@ -624,7 +506,7 @@ class Dataset:
     def summary(self)->dict:
         "Counts for the overview table."
         per_item = self.human.groupby(['item_id', 'dimension']).annotator.nunique()
-        if 'sentences' in self.extra:   # QAGS: the raters rate sentences; the summary score is derived
+        if 'sentences' in self.extra:   # the raters rate sentences (extra['sentences']); the item's score is derived
             sent = self.extra['sentences']
             return dict(dataset=self.name, items=len(self.items), documents=self.items.doc_id.nunique(),
                         systems=self.items.system.nunique(), dimensions=len(self.dims), annotators=sent.worker.nunique(),
@@ -636,55 +518,45 @@ class Dataset:
         return f"Dataset('{self.name}', items={len(self.items)}, dims={self.spec.dim_names}, human_rows={len(self.human)})"
 
 _CACHE = {}
+
+# %% ../nbs/01_data.ipynb #715ff3d8
 def load(name:str, # dataset name (see `DATASETS`)
          fetch_missing:bool=True, # fetch from the local mirror when raw files are missing
         )->Dataset:
     "Load dataset `name` into the tidy schema, verifying every raw file's sha256 first."
     spec = get_spec(name)
-    if spec.name == 'seahorse' and not all((raw_dir(name)/f.path).exists() for f in spec.files):
-        raise MissingDataError(_seahorse_help())
+    if (missing := hook(spec.name, 'missing')) and not all((raw_dir(name)/f.path).exists() for f in spec.files):
+        raise MissingDataError(missing())
     if fetch_missing and not all((raw_dir(name)/f.path).exists() for f in spec.files_of(None)) and default_mirror():
         fetch(name, verbose=False)
     hashes = verify(name)
     key = (spec.name, str(raw_dir(name)), tuple(sorted(hashes.items())))
     if key not in _CACHE:
-        if spec.name not in _LOADERS: raise DataError(f"{spec.name} has a registry file but no loader: add _load_{spec.name} to _LOADERS in judgelab.data")
-        items, human, extra = _LOADERS[spec.name](raw_dir(name))
+        loader = hook(spec.name, 'load')
+        if loader is None: raise DataError(f"{spec.name} has a registry file but no loader: register one with @register({spec.name!r}) in "
+                                           f"{spec.module or 'judgelab.datasets.' + spec.name} (nbs/datasets/{spec.name}.ipynb)")
+        items, human, extra = loader(raw_dir(name))
         _CACHE[key] = (items, human, extra)
     items, human, extra = _CACHE[key]
     return Dataset(spec, items.copy(), human.copy(), {k: v.copy() for k, v in extra.items()}, hashes)
 
+# %% ../nbs/01_data.ipynb #21b33748
 def as_dataset(dataset)->Dataset:
     "`dataset` itself if it is a loaded Dataset, else `load(dataset)` (every public function taking a dataset accepts either)."
     return dataset if isinstance(dataset, Dataset) else load(dataset)
 
-# %% ../nbs/01_data.ipynb #3ca1d06a
-def _load_summeval_crowd(ds, d):
-    "The 5 crowd ratings of the 1200 items LLM_summeval covers; their 3 expert ratings must equal the dataset's (a join check)."
-    lit = lambda v: ast.literal_eval(v) if isinstance(v, str) else v
-    known = ds.human.set_index(['item_id', 'dimension', 'annotator']).score; rows, bad = [], 0
-    for f in sorted((d/'llm_summeval/model_output_annotations').glob('M*_outputs_annotations.jsonl')):
-        for l in f.read_text().splitlines():
-            if not l.strip(): continue
-            r = json.loads(l); iid = f"{r['id']}__{r['model_id']}"
-            for e, a in zip(('e0', 'e1', 'e2'), lit(r['expert_annotations'])):
-                bad += sum(known.get((iid, k, e)) != float(v) for k, v in a.items())
-            rows += [(iid, k, f't{i}', float(v)) for i, a in enumerate(lit(r['turker_annotations'])) for k, v in a.items()]
-    if bad: raise DataError(f"SummEval crowd file: {bad} expert ratings differ from the dataset's (the records are not aligned)")
-    return _human_rows(rows)
-
-_CROWD = {'summeval': ('crowd', _load_summeval_crowd, '5 crowd workers (Amazon Mechanical Turk), t0-t4 by position')}
-CROWD_DATASETS = tuple(_CROWD)     # datasets with crowd ratings beside their main annotators
+# %% ../nbs/01_data.ipynb #35f2cffb
+CROWD_DATASETS = tuple(n for n, s in DATASETS.items() if s.crowd_group)     # datasets with crowd ratings beside their main annotators
 
 def load_crowd(name:str)->Dataset:
     "Dataset `name` with its crowd ratings as `human` (the items they cover): a second human baseline, and the alt-test against crowd raters (epsilon 0.1, Calderon et al.'s margin for crowd workers)."
     spec = get_spec(name)
-    if spec.name not in _CROWD: raise KeyError(f"{spec.name} has no crowd ratings; datasets with crowd ratings: {list(_CROWD)}")
-    group, reader, who = _CROWD[spec.name]; ds = load(spec.name)
+    if not spec.crowd_group: raise KeyError(f"{spec.name} has no crowd ratings; datasets with crowd ratings: {[n for n, s in DATASETS.items() if s.crowd_group]}")
+    group, who = spec.crowd_group, spec.crowd_annotators
+    ds = load(spec.name)
     group_files(spec.name, group)
-    human = reader(ds, raw_dir(spec.name))
+    human = hook(spec.name, 'crowd')(ds, raw_dir(spec.name))
     items = ds.items[ds.items.item_id.isin(set(human.item_id))].reset_index(drop=True)
     cspec = replace(spec, annotators=who, alt_test_epsilon=0.1, alt_test_raters='annotators',
                     notes=f'crowd ratings of {len(items)} of the {len(ds.items)} items (file group {group!r}); ' + spec.notes)
     return Dataset(cspec, items, human, {}, {**ds.hashes, f'{group}/ (file group, sha256 of its sorted SHA256SUMS lines)': group_digest(spec.name, group)})
-

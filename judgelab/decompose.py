@@ -96,17 +96,15 @@ def generated_generic_criteria(ds, backend, k:int=10, seed:int=0, progress=True)
 
 def _key(s): return re.sub(r'[^a-z0-9]', '', str(s).lower())
 
-_HYPO_KIND = dict(summeval='summary', hanna='story')     # HypoEval's published decompositions: summaries (SummEval) and HANNA stories
-_HYPO_CONFIG = dict(summeval='data_summeval_config_from_HypoEval-Gen.yaml', hanna='data/hanna/config.yaml')
 
 def hypoeval_hypotheses(ds, dims)->dict:
     "{dimension: {hypothesis: selection score}}: HypoEval's 5 published rubric hypotheses per aspect (file group `hypoeval`, sha256-verified)."
     ds = D.as_dataset(ds)
-    if ds.name not in _HYPO_KIND or not any(g.name == 'hypoeval' for g in ds.spec.file_groups):
-        raise ValueError(f"HypoEval published decompositions for summeval and hanna only, not {ds.name}")
+    if not ds.spec.hypoeval:     # its registry file's `hypoeval`: the decomposition's kind, prompt file and which text is the 'story'
+        raise ValueError(f"HypoEval published decompositions for {' and '.join(n for n, s in D.DATASETS.items() if s.hypoeval)} only, not {ds.name}")
     D.group_files(ds.name, 'hypoeval'); out = {}
     for d in dims:
-        p = D.raw_dir(ds.name)/'methods/hypoeval/selected_hypotheses'/f'{_HYPO_KIND[ds.name]}_{d}.json'
+        p = D.raw_dir(ds.name)/'methods/hypoeval/selected_hypotheses'/f"{ds.spec.hypoeval['kind']}_{d}.json"
         if not p.exists(): raise ValueError(f"HypoEval has no hypotheses for {ds.name}/{d} ({_rel(p, paths.root)})")
         out[d] = {str(h): float(w) for h, w in json.loads(p.read_text()).items()}
     return out
@@ -114,12 +112,12 @@ def hypoeval_hypotheses(ds, dims)->dict:
 def hypoeval_requests(ds, its, dims, hyps:dict, max_tokens:int=512, seed:int=0)->list:
     "HypoEval's scoring requests: its system and user templates (from its config in the file group) per (item, dimension, hypothesis)."
     ds = D.as_dataset(ds)
-    tmpl = yaml.safe_load((D.raw_dir(ds.name)/'methods/hypoeval'/_HYPO_CONFIG[ds.name]).read_text())['prompt_templates']['hypoeval']
+    tmpl = yaml.safe_load((D.raw_dir(ds.name)/'methods/hypoeval'/ds.spec.hypoeval['config']).read_text())['prompt_templates']['hypoeval']
     reqs = []
     for it in its.itertuples():
         for d in dims:
-            v = dict(aspect=d, definition=ds.dim(d).definition, story=str(it.output) if ds.name == 'hanna' else str(it.source),
-                     summary=str(it.output), prompt=str(it.source))   # HANNA: the story and its prompt; SummEval: the article ('story') and the summary
+            v = dict(aspect=d, definition=ds.dim(d).definition, story=str(getattr(it, ds.spec.hypoeval['story'])),
+                     summary=str(it.output), prompt=str(it.source))   # 'story': the text the registry file names (the output, or the source)
             for h in hyps[d]:
                 msgs = [dict(role=r, content=string.Template(tmpl[r]).safe_substitute(v, hypothesis=h)) for r in ('system', 'user')]
                 reqs.append(Request(msgs, max_tokens=max_tokens, temperature=0.0, seed=seed, meta=dict(item_id=it.item_id, dimension=d, sub=h, prompt='hypoeval')))

@@ -259,7 +259,7 @@ _GEVAL_FILES = dict(coherence='coh', consistency='con', fluency='flu', relevance
 
 # %% ../nbs/07_judges.ipynb #8c601315
 def has_official_geval(ds)->bool:
-    "Whether G-Eval released prompts for this dataset (a `geval` file group in its registry entry: SummEval)."
+    "Whether G-Eval released prompts for this dataset (a `geval` file group in its registry entry)."
     return any(g.name == 'geval' for g in D.get_spec(ds.name if hasattr(ds, 'spec') else ds).file_groups)
 
 # %% ../nbs/07_judges.ipynb #2770a85c
@@ -267,7 +267,7 @@ def geval_official_prompts(ds, dims)->dict:
     "{dimension: G-Eval's released prompt text} (prompts/<dataset>/<dim>_detailed.txt of the `geval` file group, sha256-verified)."
     ds = D.as_dataset(ds)
     name = ds.name if hasattr(ds, 'spec') else str(ds)
-    if not has_official_geval(name): raise ValueError(f"G-Eval released no prompts for {name} (only SummEval): use prompts='judgelab'")
+    if not has_official_geval(name): raise ValueError(f"G-Eval released no prompts for {name} (only {[n for n, s in D.DATASETS.items() if any(g.name == 'geval' for g in s.file_groups)]}): use prompts='judgelab'")
     D.group_files(name, 'geval')
     out = {}
     for d in dims:
@@ -336,7 +336,7 @@ def geval(ds, its, dims, backend, template:str='geval',
           min_share:float=0.5, # fallback without logprobs: the share of the n_samples that must parse, else a failure
           auto_steps:bool=False, # the model writes the evaluation steps first (G-Eval's auto-CoT)
           steps_max_tokens:int=256, seed:int=0, progress=True,
-          prompts:str='default', # 'official': G-Eval's released prompts (SummEval); 'judgelab': `template`; 'default': official where released, else judgelab
+          prompts:str='default', # 'official': G-Eval's released prompts (datasets with a `geval` file group); 'judgelab': `template`; 'default': official where released, else judgelab
           complete_score:bool=False, # a reply without a rating (logprobs path) gets one score completion ('<reply>\n<Criterion>:', constrained to the ratings): its rating's distribution
          ):
     "G-Eval judgments: probability-weighted scores over every valid rating at the score position (fallback: mean of n samples)."

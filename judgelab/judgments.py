@@ -10,15 +10,17 @@ from pathlib import Path
 import numpy as np, pandas as pd
 from .core import paths, record_manifest, sha256_file, _rel, file_lock, MAX_FIELD_CHARS
 from scipy import stats
-from .parse import in_range, range_failure, parse_rating, parse_labelled, parse_score, Parsed, NO_SCORE, OUT_OF_RANGE, CONFLICT, EMPTY
-from .data import get_spec, load, as_dataset, raw_dir, group_files, group_digest, DataError, _item_slug, _hanna_table, _hanna_col, _HANNA_DIMS
+from collections.abc import Mapping
+from .parse import in_range, range_failure, parse_score, Parsed, NO_SCORE, OUT_OF_RANGE, CONFLICT, EMPTY
+from .data import DATASETS, get_spec, load, as_dataset, raw_dir, group_files, group_digest, DataError, register, hooks
 
 # %% auto #0
 __all__ = ['JUDGMENT_COLUMNS', 'JUDGMENT_SOURCES', 'MAX_SAMPLE', 'slug', 'judgments_path', 'save_judgments', 'write_parquet',
-           'JudgmentSource', 'parse_rts', 'parse_choice', 'parse_stars', 'parse_geval_sample', 'parse_batch', 'Replay',
-           'list_judgments', 'load_judgments', 'judgment_scores', 'score_coverage', 'judgments_inputs',
-           'authors_scores', 'authors_correlations', 'rule_differences', 'JudgmentImportError', 'check_judge_name',
-           'check_model_name', 'validate_judgments', 'import_judgments', 'as_judgments', 'store_import']
+           'JudgmentSource', 'reader', 'Replay', 'judgment_rows', 'range_checked', 'parse_rts', 'parse_choice',
+           'parse_stars', 'parse_geval_sample', 'parse_batch', 'parsed_row', 'pooled_correlations', 'list_judgments',
+           'load_judgments', 'judgment_scores', 'score_coverage', 'judgments_inputs', 'authors_scores',
+           'authors_correlations', 'rule_differences', 'JudgmentImportError', 'check_judge_name', 'check_model_name',
+           'validate_judgments', 'import_judgments', 'as_judgments', 'store_import']
 
 # %% ../nbs/01a_judgments.ipynb #0a4e7b19
 JUDGMENT_COLUMNS = ['item_id', 'dimension', 'judge', 'model', 'score', 'rationale', 'sample', 'parse_ok', 'failure']
@@ -27,6 +29,7 @@ def slug(s)->str:
     "`s` as part of a file name: every run of characters other than letters, digits, '.', '_' and '-' becomes one '_'."
     return re.sub(r'[^A-Za-z0-9._-]+', '_', str(s)).strip('_')
 
+# %% ../nbs/01a_judgments.ipynb #73cf0d3e
 def judgments_path(dataset:str, # dataset name (or a loaded Dataset)
                    method:str, # the file-name method, e.g. 'geval' or 'dimcheck_random'
                    model:str, # the model (a backend's identity), slugged
@@ -35,6 +38,7 @@ def judgments_path(dataset:str, # dataset name (or a loaded Dataset)
     dataset = get_spec(dataset).name
     return paths.judgments/dataset/f'{method}__{slug(model)}.parquet'
 
+# %% ../nbs/01a_judgments.ipynb #04a5f999
 def save_judgments(j:pd.DataFrame, # a judgments table
                    dataset:str, method:str, model:str, # as for `judgments_path`
                    parameters:dict|None=None, # what made it (method, options, items, seed, ...)
@@ -57,12 +61,15 @@ def write_parquet(j:pd.DataFrame, # the table
                   then=None, # called with `p` after the write, still under the lock (e.g. the manifest row)
                  )->Path:
     "Write `j` to `p` atomically (a temporary file in the same folder, renamed into place) under a lock on `p`: a reader never sees half a file, and two writers never interleave."
-    p = Path(p); p.parent.mkdir(parents=True, exist_ok=True)
+    p = Path(p)
+    p.parent.mkdir(parents=True, exist_ok=True)
     with file_lock(_lock_file(p)):
         if p.exists() and not replace:
             raise FileExistsError(f"{_rel(p, paths.root)} exists: pass --replace (replace=True) to overwrite it, or write under another name")
         tmp = p.with_name(f'.{p.name}.{os.getpid()}.{threading.get_ident()}.tmp')
-        try: j.to_parquet(tmp, index=False); os.replace(tmp, p)
+        try:
+            j.to_parquet(tmp, index=False)
+            os.replace(tmp, p)
         finally: tmp.unlink(missing_ok=True)
         if then is not None: then(p)
     return p
@@ -70,7 +77,7 @@ def write_parquet(j:pd.DataFrame, # the table
 # %% ../nbs/01a_judgments.ipynb #a1585b3f
 @dataclass
 class JudgmentSource:
-    "A published judge output: files, how to read it, and where it comes from."
+    "A published judge output: files, how to read it, and where it comes from (the dataset's `SourceSpec` with its reader)."
     dataset: str
     name: str
     description: str
@@ -81,166 +88,71 @@ class JudgmentSource:
     group: str|None = None     # the dataset's file group holding its files (verified on load), None: files `load()` reads
     replay: object = None      # a `Replay` when the files hold raw replies that the authors' code also read (the reproduction check)
 
-JUDGMENT_SOURCES = {}
-def _source(dataset, name, description, files, rationales=False, citation='', group=None, replay=None):
+# %% ../nbs/01a_judgments.ipynb #10e4b99f
+def reader(dataset_name:str, # the dataset's name
+           source:str, # the published source's name in its registry file's `judgment_sources`
+           scores=None, # a replayed source: (ds, raw folder, rule) -> item scores under the authors' rule
+           procedure=None, # a replayed source: (ds, item scores) -> the authors' correlations
+          ):
+    "Decorator: the function `(ds, raw folder) -> judgments` reads published source `source` of dataset `dataset_name`; what the source is stays in the registry file."
     def deco(f):
-        JUDGMENT_SOURCES.setdefault(dataset, {})[name] = JudgmentSource(dataset, name, description, files, f, rationales, citation, group, replay)
+        register(dataset_name, 'reader', source)(f)
+        if scores is not None: register(dataset_name, 'authors_scores', source)(scores)
+        if procedure is not None: register(dataset_name, 'authors_procedure', source)(procedure)
         return f
     return deco
 
-def _jrows(rows):
+# %% ../nbs/01a_judgments.ipynb #47e33787
+@dataclass
+class Replay:
+    "How the authors of a replayed source read their replies and computed their correlations (the reproduction check)."
+    rules: dict               # {rule name: what it does}; the first is the authors' own
+    scores: object            # (ds, raw folder, rule) -> item-level table: judge, model, item_id, dimension, score, note
+    procedure: object         # (ds, item-level table) -> table: judge, model, dimension, statistic, value
+    procedure_doc: str        # the authors' correlation procedure in words, with the script it follows
+
+# %% ../nbs/01a_judgments.ipynb #9a8c6660
+class _Sources(Mapping):
+    "{dataset: {source: JudgmentSource}}: each dataset's `judgment_sources` joined with the readers its module registers."
+    def __getitem__(self, name):
+        spec = DATASETS[name]
+        readers = hooks(spec.name, 'reader')
+        where = spec.module or f'judgelab.datasets.{spec.name}'
+        if not spec.judgment_sources and not readers: raise KeyError(name)
+        if extra := sorted(set(readers) - {s.name for s in spec.judgment_sources}):
+            raise DataError(f"{where} registers readers of {extra}, which data/datasets/{spec.name}.yaml does not list under judgment_sources")
+        return {s.name: _source(spec, s, readers, where) for s in spec.judgment_sources}
+    def __iter__(self): return iter([n for n, s in DATASETS.items() if s.judgment_sources])
+    def __len__(self): return len(list(iter(self)))
+
+def _source(spec, s, readers, where)->JudgmentSource:
+    "One `JudgmentSource`: the registry's `SourceSpec` `s`, its reader and, for a replayed source, the authors' rule and procedure."
+    if s.name not in readers: raise DataError(f"{spec.name}'s registry file lists the published source {s.name!r}, but {where} registers no reader for it")
+    replay = None
+    if s.authors_rules:
+        sc, pr = hooks(spec.name, 'authors_scores').get(s.name), hooks(spec.name, 'authors_procedure').get(s.name)
+        if sc is None or pr is None: raise DataError(f"{spec.name}/{s.name} is replayed (authors_rules) but {where} registers no scores and procedure for it")
+        replay = Replay(dict(s.authors_rules), sc, pr, s.authors_procedure)
+    return JudgmentSource(spec.name, s.name, s.description, list(s.files), readers[s.name], s.rationales, s.citation, s.group, replay)
+
+JUDGMENT_SOURCES = _Sources()
+
+# %% ../nbs/01a_judgments.ipynb #8a484b50
+def judgment_rows(rows)->pd.DataFrame:
+    "The judgments table from row tuples in `JUDGMENT_COLUMNS` order, its columns typed."
     j = pd.DataFrame(rows, columns=JUDGMENT_COLUMNS)
-    j['score'] = j['score'].astype(float); j['parse_ok'] = j['parse_ok'].astype(bool)
+    j['score'] = j['score'].astype(float)
+    j['parse_ok'] = j['parse_ok'].astype(bool)
     j['sample'] = j['sample'].astype(int)
     return j
 
-def _range_checked(ds, item, dim, judge, model, x, rationale=None, sample=0, scale=None):
+# %% ../nbs/01a_judgments.ipynb #f1f7fb48
+def range_checked(ds, item, dim, judge, model, x, rationale=None, sample=0, scale=None)->tuple:
     "One judgments row for score `x`: a failure when it is missing or off the dimension's scale (or `scale`)."
     lo, hi = scale or (ds.dim(dim).lo, ds.dim(dim).hi)
     if x is None or not np.isfinite(x): return (item, dim, judge, model, np.nan, rationale, sample, False, 'no score')
     if why := range_failure(x, lo, hi): return (item, dim, judge, model, np.nan, rationale, sample, False, why)
     return (item, dim, judge, model, float(x), rationale, sample, True, None)
-
-# %% ../nbs/01a_judgments.ipynb #dfceaeb5
-@_source('summeval', 'alttest', 'Six LLM judges (Gemini Flash/Pro, GPT-4o, GPT-4o-mini, Llama-3.1, Mistral-v0.3), integer '
-         'scores for all four dimensions from one reply per summary (AltTest, Calderon et al. 2025). The original '
-         'preprocessing wrote 3 for unparseable replies and did not mark them: any 3 may be such a default.',
-         ['judgments/alttest__llm_annotations.json'],
-         citation='Calderon, Reichart, Dror. The Alternative Annotator Test for LLM-as-a-Judge. ACL 2025.')
-def _j_summeval_alttest(ds, d):
-    raw = json.loads((d/'judgments/alttest__llm_annotations.json').read_text()); ids = set(ds.items.item_id); rows = []
-    for model, vals in raw.items():
-        for k, v in vals.items():
-            doc, s, dim = k.split('__'); iid = f'{doc}__{s}'
-            if iid not in ids: raise DataError(f"alttest judgments: unknown item {iid}")
-            rows.append(_range_checked(ds, iid, dim, 'alttest', model, float(v)))
-    return _jrows(rows)
-
-_TC_UNI = dict(naturalness='naturalness', coherence='coherence', engagingness='engagingness', groundedness='groundedness',
-               understandability='understandability', overall='overall')
-
-@_source('topical_chat', 'unieval', 'UniEval-dialog (a learned T5 Boolean-QA evaluator, not a prompted LLM): P(yes) '
-         'per dimension; engagingness is a sum over sentences and overall the mean of the five.',
-         ['judgments/unieval__topical_chat_result.json'], citation='Zhong et al. Towards a Unified Multi-Dimensional Evaluator for Text Generation. EMNLP 2022.')
-def _j_tc_unieval(ds, d):
-    raw = json.loads((d/'judgments/unieval__topical_chat_result.json').read_text())
-    if len(raw) != len(ds.items): raise DataError("UniEval Topical-Chat: item count differs")
-    rows = []
-    for (_, it), r in zip(ds.items.iterrows(), raw):
-        if r['system_output'].strip() != it.output or r['source'] != it.source: raise DataError(f"UniEval Topical-Chat: item {it.item_id} misaligned")
-        for k, dim in _TC_UNI.items():
-            rows.append(_range_checked(ds, it.item_id, dim, 'unieval', 'unieval-dialog', r['predict_scores'][k],
-                                       scale=(0, np.inf) if dim in ('engagingness', 'overall') else (0, 1)))
-    return _jrows(rows)
-
-def _closerlook(kind):
-    def read(ds, d):
-        key = {(it.source, it.system): it.item_id for it in ds.items.itertuples()}; rows = []
-        for code, dim in (('coh', 'coherence'), ('eng', 'engagingness'), ('gro', 'groundedness'), ('nat', 'naturalness')):
-            for r in json.loads((d/f'judgments/closerlook__gpt3.5_{code}_{kind}.json').read_text()):
-                iid = key.get((r['source'], r['system_id']))
-                if iid is None: raise DataError(f"Closer-Look {code}_{kind}: an item matches no Topical-Chat item")
-                for s, text in enumerate(r['all_responses']):
-                    x, why = parse_rating(text)
-                    row = _range_checked(ds, iid, dim, kind, 'gpt-3.5-turbo-0613', x, text, s)
-                    rows.append(row if why is None else (iid, dim, kind, 'gpt-3.5-turbo-0613', np.nan, text, s, False, why))
-        return _jrows(rows)
-    return read
-
-for _kind, _desc in (('analyze_rate', 'Analyze-Rate: the judge analyses the response, then gives "Rating:" (rationale first)'),
-                     ('rate_explain', 'Rate-Explain: the judge gives "Rating:" first, then a rationale')):
-    _source('topical_chat', f'closerlook_{_kind}', f'ChatGPT (gpt-3.5-turbo-0613, temperature 1, 20 samples per item), '
-            f'{_desc}; four dimensions (Chiang & Lee 2023). A few items are missing (API errors in the original run).',
-            [f'judgments/closerlook__gpt3.5_{c}_{_kind}.json' for c in ('coh', 'eng', 'gro', 'nat')], rationales=True,
-            citation='Chiang, Lee. A Closer Look into Using Large Language Models for Automatic Evaluation. Findings of EMNLP 2023.')(_closerlook(_kind))
-
-# %% ../nbs/01a_judgments.ipynb #e5100870
-_HANNA_LLMS = ['Beluga-13B', 'OrcaPlatypus', 'Mistral-7B', 'Llama-13B', 'ChatGPT']
-
-@_source('hanna', 'chhun2024', 'Five LLMs (Beluga-13B, OrcaPlatypus-13B, Mistral-7B, Llama-13B, ChatGPT) x four '
-         'evaluation prompts (judge eval_prompt_1..4), each value the mean of 3 sampled ratings, from the HANNA '
-         'score file. Values outside 1-5 (parse artefacts of the original run) are recorded as failures.',
-         ['hanna_metric_scores_llm.csv'],
-         citation='Chhun, Suchanek, Clavel. Do Language Models Enjoy Their Own Stories? Prompting Large Language Models for Automatic Story Evaluation. TACL 2024.')
-def _j_hanna(ds, d):
-    systems, df = _hanna_table(d)
-    iid = np.array([[f'p{i:02d}__{_item_slug(s)}' for i in range(96)] for s in systems])
-    parts = []
-    for llm in _HANNA_LLMS:
-        for n in (1, 2, 3, 4):
-            for dim, code in _HANNA_DIMS.items():
-                v = _hanna_col(df, f'{llm} {code} {n}').ravel()
-                ok = in_range(v, 1, 5)
-                parts.append(pd.DataFrame(dict(item_id=iid.ravel(), dimension=dim, judge=f'eval_prompt_{n}', model=llm,
-                    score=np.where(ok, v, np.nan), rationale=None, sample=0, parse_ok=ok,
-                    failure=[range_failure(x, 1, 5) for x in v])))
-    return _jrows(pd.concat(parts, ignore_index=True).values.tolist())
-
-_OPIN_COT = {'Aspect Relevance': 'aspect_relevance', 'Self-Coherence': 'self_coherence',
-             'Sentiment Consistency': 'sentiment_consistency', 'Readability': 'readability'}
-_OPIN_HC = {'aspect_relevance': ['Relevance', 'Aspect Relevance'], 'self_coherence': ['Coherence', 'Self-Coherence'],
-            'sentiment_consistency': ['Consistency', 'Sentiment Consistency'], 'readability': ['Readability']}
-
-@_source('opinsummeval', 'chatgpt_cot', 'ChatGPT (gpt-3.5-turbo, temperature 0) with G-Eval-style evaluation steps, one '
-         'call per summary and dimension; our strict parse of the raw replies (label, else "Rating:").',
-         ['judgments/opinsummeval__chatgpt_CoT_geval_score_mod.jsonl'], rationales=True,
-         citation='Shen, Wan. OpinSummEval. arXiv:2310.18122, 2023.')
-def _j_opin_cot(ds, d):
-    rows = []
-    for l in (d/'judgments/opinsummeval__chatgpt_CoT_geval_score_mod.jsonl').read_text().splitlines():
-        r = json.loads(l)
-        for sysname, dd in r['gpt_reply'].items():
-            for label, rep in dd.items():
-                dim = _OPIN_COT[label]; text = rep['content']; iid = f'case{r["case"]:03d}__{sysname}'
-                x, why = parse_labelled(text, label)
-                rows.append(_range_checked(ds, iid, dim, 'geval_cot', 'gpt-3.5-turbo', x, text) if why is None
-                            else (iid, dim, 'geval_cot', 'gpt-3.5-turbo', np.nan, text, 0, False, why))
-    return _jrows(rows)
-
-@_source('opinsummeval', 'chatgpt_handcraft', 'ChatGPT (gpt-3.5-turbo, temperature 0), a hand-written prompt rating all '
-         'four dimensions in one reply; our strict parse of each labelled score (a reply that does not name a '
-         'dimension is a failure for it).', ['judgments/opinsummeval__chatgpt_handcraft_score_14_onebyone_unstru.jsonl'],
-         rationales=True, citation='Shen, Wan. OpinSummEval. arXiv:2310.18122, 2023.')
-def _j_opin_hc(ds, d):
-    rows = []
-    for l in (d/'judgments/opinsummeval__chatgpt_handcraft_score_14_onebyone_unstru.jsonl').read_text().splitlines():
-        r = json.loads(l)
-        if r['gpt_reply'] == 'finished': continue   # the sentinel last line
-        for sysname, text in r['gpt_reply'].items():
-            iid = f'case{r["case"]:03d}__{sysname}'
-            for dim, labels in _OPIN_HC.items():
-                x, why = parse_labelled(text, labels, fallback=None)
-                rows.append(_range_checked(ds, iid, dim, 'handcraft', 'gpt-3.5-turbo', x, text) if why is None
-                            else (iid, dim, 'handcraft', 'gpt-3.5-turbo', np.nan, text, 0, False, why))
-    return _jrows(rows)
-
-@_source('opinsummeval', 'geval_ada', 'G-Eval-style probability-weighted scores from text-ada-001 '
-         '(sum_s s*p(s) / sum_s p(s) over s = 1..5), the geval_normalized_* columns of scores.jsonl.', ['scores.jsonl'],
-         citation='Shen, Wan. OpinSummEval. arXiv:2310.18122, 2023; Liu et al. G-Eval. EMNLP 2023.')
-def _j_opin_ada(ds, d):
-    rows = []
-    for l in (d/'scores.jsonl').read_text().splitlines():
-        r = json.loads(l)
-        for sysname, v in r.items():
-            if sysname == 'case': continue
-            for label, dim in _OPIN_COT.items():
-                rows.append(_range_checked(ds, f'case{r["case"]:03d}__{sysname}', dim, 'geval', 'text-ada-001',
-                                           v.get(f'geval_normalized_{label}', np.nan)))
-    return _jrows(rows)
-
-@_source('qags', 'unieval', 'UniEval-fact (learned T5 evaluator): mean over summary sentences of P(consistent).',
-         ['judgments/unieval__qags_cnndm_result.json', 'judgments/unieval__qags_xsum_result.json'],
-         citation='Zhong et al. Towards a Unified Multi-Dimensional Evaluator for Text Generation. EMNLP 2022.')
-def _j_qags_unieval(ds, d):
-    rows, norm = [], lambda s: re.sub(r'[^0-9a-z]', '', s.lower())
-    for subset in ('cnndm', 'xsum'):
-        raw = json.loads((d/f'judgments/unieval__qags_{subset}_result.json').read_text())
-        its = ds.items[ds.items.subset == subset].reset_index(drop=True)
-        if len(raw) != len(its): raise DataError(f"UniEval QAGS {subset}: {len(raw)} results for {len(its)} summaries")
-        for it, r in zip(its.itertuples(), raw):
-            if norm(r['system_output']) != norm(it.output): raise DataError(f"UniEval QAGS {subset}: {it.item_id} misaligned")
-            rows.append(_range_checked(ds, it.item_id, 'consistency', 'unieval', 'unieval-fact', r['predict_scores']['consistency']))
-    return _jrows(rows)
 
 # %% ../nbs/01a_judgments.ipynb #beaedbf5
 # Replayed judges: published raw replies read by judgelab's own parsers (the default) or by the authors' rules
@@ -273,6 +185,7 @@ def parse_rts(text:str, lo:float=1, hi:float=5)->Parsed:
     if why := range_failure(vals[0], lo, hi): return Parsed(None, why)
     return Parsed(vals[0], None, how)
 
+# %% ../nbs/01a_judgments.ipynb #72d7bc7b
 def parse_choice(text:str, options:str='ABCDE', lo:float=1)->Parsed:
     "A multiple-choice reply ('B', '(B)', 'Answer: B', 'B. Good'): option k scores lo + k; anything else is a failure."
     if not isinstance(text, str) or not text.strip(): return Parsed(None, EMPTY)
@@ -280,6 +193,7 @@ def parse_choice(text:str, options:str='ABCDE', lo:float=1)->Parsed:
     if not m or m['c'].upper() not in options: return Parsed(None, f'no choice among {", ".join(options)}')
     return Parsed(lo + options.index(m['c'].upper()))
 
+# %% ../nbs/01a_judgments.ipynb #7409eb86
 def parse_stars(text:str, lo:float=1, hi:float=5)->Parsed:
     "A star rating ('4 stars', 'Four stars.'): one distinct value, on the scale."
     if not isinstance(text, str) or not text.strip(): return Parsed(None, EMPTY)
@@ -292,6 +206,7 @@ def parse_stars(text:str, lo:float=1, hi:float=5)->Parsed:
 _SAMPLE = re.compile(r'(?P<marker>(?:[-*\u2022]|\d+[.)])\s+)?\**\s*(?:(?P<label>[A-Za-z][A-Za-z ()/0-9-]{0,40}?)\s*\**\s*[:：]\s*\**\s*)?'
                      r'(?P<v>[-+]?\d+(?:\.\d+)?)(?P<after>.*)', re.S)
 
+# %% ../nbs/01a_judgments.ipynb #a5992ac4
 def parse_geval_sample(text:str, lo:float, hi:float)->Parsed:
     "One G-Eval sample ('2', '2.5', 'Engagingness: 2', '1. Engagingness: 2', '- 2'): the score after an optional list marker and label; a list number is never the score."
     if not isinstance(text, str) or not text.strip(): return Parsed(None, EMPTY)
@@ -304,6 +219,7 @@ def parse_geval_sample(text:str, lo:float, hi:float)->Parsed:
     if why := range_failure(x, lo, hi): return Parsed(None, why)
     return Parsed(x)
 
+# %% ../nbs/01a_judgments.ipynb #7ba8a9b4
 def parse_batch(text:str, n:int)->list:
     "BatchEval's 'Float Scores: [Sample1:3, ..., Sample10:2]' (the last one in the reply) as n Parsed values, one per sample in order."
     hits = list(_BATCH.finditer(text or ''))
@@ -312,7 +228,9 @@ def parse_batch(text:str, n:int)->list:
     for part in hits[-1]['body'].split(','):
         if not part.strip(): continue
         m = re.fullmatch(r'\s*sample\s*(\d+)\s*:\s*(.*?)\s*', part, flags=re.I)
-        if not m: bad.append(part.strip()); continue
+        if not m:
+            bad.append(part.strip())
+            continue
         k = int(m[1])
         if k in got: return [Parsed(None, f'{CONFLICT}: Sample{k} scored twice in the batch')]*n
         got[k] = m[2]
@@ -320,290 +238,27 @@ def parse_batch(text:str, n:int)->list:
     out = []
     for k in range(1, n + 1):
         v = got.get(k)
-        if v is None: out.append(Parsed(None, f'{NO_SCORE}: Sample{k} missing from the batch scores')); continue
+        if v is None:
+            out.append(Parsed(None, f'{NO_SCORE}: Sample{k} missing from the batch scores'))
+            continue
         try: out.append(Parsed(float(v)))
         except ValueError: out.append(Parsed(None, f'{NO_SCORE}: Sample{k} scored {v!r}'))
     if extra := sorted(set(got) - set(range(1, n + 1))):
         return [Parsed(None, f'{CONFLICT}: batch of {n} scores samples {extra}')]*n
     return out
 
-def _parsed_row(ds, iid, dim, judge, model, p, text, sample=0, scale=None):
+# %% ../nbs/01a_judgments.ipynb #d91f2ca0
+def parsed_row(ds, iid, dim, judge, model, p, text, sample=0, scale=None):
     "A judgments row from a Parsed value (its failure kept), range-checked on the dimension's scale or `scale`."
     if not p.ok: return (iid, dim, judge, model, np.nan, text, sample, False, p.failure)
-    return _range_checked(ds, iid, dim, judge, model, p.value, text, sample, scale)
+    return range_checked(ds, iid, dim, judge, model, p.value, text, sample, scale)
 
-@dataclass
-class Replay:
-    "How the authors of a replayed source read their replies and computed their correlations (the reproduction check)."
-    rules: dict               # {rule name: what it does}; the first is the authors' own
-    scores: object            # (ds, raw folder, rule) -> item-level table: judge, model, item_id, dimension, score, note
-    procedure: object         # (ds, item-level table) -> table: judge, model, dimension, statistic, value
-    procedure_doc: str        # the authors' correlation procedure in words, with the script it follows
-
-# --- Shen et al. 2023 (LLM_summeval): 9 judges, one reply per item and dimension
-_LS_JUDGES = ([('gpt-3.5-turbo-0301', m) for m in ('rts', 'mcq', 'stareval', 'altrts', 'altmcq')] + [('gpt-4-0314', 'rts')]
-              + [(f'llama-2-{s}-chat-hf', 'rts') for s in ('7b', '13b', '70b')])
-_LS_SYSTEMS = ['M8', 'M9', 'M10', 'M11', 'M12', 'M13', 'M14', 'M15', 'M17', 'M20', 'M22', 'M23']
-_LS_DIMS = ['coherence', 'consistency', 'fluency', 'relevance']
-_LS_PARSE = dict(rts=parse_rts, altrts=parse_rts, stareval=parse_stars,
-                 mcq=lambda t, lo, hi: parse_choice(t), altmcq=lambda t, lo, hi: parse_choice(t))
-
-def _ls_replies(ds, d):
-    "(model, method, item_id, dimension, reply) per item: the LAST reply where a file holds a rerun appended (as their extract_model_scores.py, which overwrites)."
-    ids = set(ds.items.item_id); base = d/'judgments/llm_summeval/eval_model_generations'
-    for model, method in _LS_JUDGES:
-        for s in _LS_SYSTEMS:
-            for dim in _LS_DIMS:
-                f = base/model/f'eval_{s}_generations'/f'{dim}_{method}.txt'; last = {}
-                for l in f.read_text().splitlines():
-                    if not l.strip(): continue
-                    r = json.loads(l); iid = f"{r['id']}__{s}"
-                    if iid not in ids: raise DataError(f"LLM_summeval {model}/{s}/{dim}_{method}: unknown item {iid}")
-                    last.pop(iid, None); last[iid] = r['resp']
-                if len(last) != 100: raise DataError(f"LLM_summeval {model}/{s}/{dim}_{method}: {len(last)} items, expected 100")
-                for iid, text in last.items(): yield model, method, iid, dim, text
-
-# the authors' parsers (repo_code/utils.py), ported line for line; -1 where extract_score_rts finds nothing
-def _shen_rts(text):
-    t = text.lower(); words = ['one', 'two', 'three', 'four', 'five']
-    if m := re.search(r'score:\s*([1-5](?:\.\d)?)', t): return float(m.group(1))
-    if m := re.search(r'score:\s*(one|two|three|four|five)', t): return float(words.index(m.group(1)) + 1)
-    if m := re.search(r'(?:score|scoring)[^\.]+[1-5](?:\.\d)?', t): return float(re.search(r'[1-5](\.[1-5])?', m.group(0)).group(0))
-    if m := re.search(r'(?:score|scoring)[^\.]+\s(one|two|three|four|five)[\s\.\,]', t):
-        return float(words.index(re.search('one|two|three|four|five', m.group(0)).group(0)) + 1)
-    if m := re.search(r'score of (one|two|three|four|five)[\s\.\,]', t):
-        return float(words.index(re.search('one|two|three|four|five', m.group(0)).group(0)) + 1)
-    if ms := re.findall(r'[1-5](?:\.\d\s)?(?:out of [1-5])?', t): return float(re.search(r'[1-5](\.[1-5])?', ms[-1]).group(0))
-    return -1.0
-
-def _shen_mcq(text):
-    return {'A': 1., 'B': 2., 'C': 3., 'D': 4., 'E': 5.}.get(text.strip(), None)   # their dict lookup raises on anything else
-
-def _shen_stareval(text):
-    m = re.search(r'([^\s]+)\sstar', text.lower()); words = ['one', 'two', 'three', 'four', 'five']; score = None
-    if m:
-        s = m.group(1)
-        try: float(s); score = s
-        except ValueError:
-            if s.strip() in words: score = words.index(s.strip()) + 1
-    if not score: return None                              # their assert fails here
-    try: return float(score)
-    except ValueError: return None
-
-_SHEN = dict(rts=_shen_rts, altrts=_shen_rts, mcq=_shen_mcq, altmcq=_shen_mcq, stareval=_shen_stareval)
-
-def _ls_authors(ds, d, rule):
-    rows = []
-    for model, method, iid, dim, text in _ls_replies(ds, d):
-        x = _SHEN[method](text)
-        note = None if x is None or x != -1 else 'no score: -1 (extract_score_rts)'
-        if x is None: note = "the authors' parser raises on this reply (their script stops)"
-        rows.append((method, model, iid, dim, np.nan if x is None else x, note))
-    return pd.DataFrame(rows, columns=['judge', 'model', 'item_id', 'dimension', 'score', 'note'])
-
-def _pooled(pred, human):
-    from scipy import stats
+# %% ../nbs/01a_judgments.ipynb #b80937fe
+def pooled_correlations(pred, human)->dict:
+    "Spearman, Pearson and Kendall of `pred` against `human` pooled over the items where both are finite, and that count `n`."
     ok = np.isfinite(pred) & np.isfinite(human)
     p, h = np.asarray(pred)[ok], np.asarray(human)[ok]
     return dict(spearman=stats.spearmanr(h, p)[0], pearson=stats.pearsonr(h, p)[0], kendall=stats.kendalltau(h, p)[0], n=int(ok.sum()))
-
-def _ls_procedure(ds, s):
-    hm = ds.human_mean(); rows = []
-    for (judge, model, dim), g in s.groupby(['judge', 'model', 'dimension'], sort=False):
-        r = _pooled(g.score.values, hm[dim].reindex(g.item_id).values)
-        rows += [dict(judge=judge, model=model, dimension=dim, statistic=f'{k} (pooled over items)', value=r[k], n=r['n']) for k in ('spearman', 'pearson', 'kendall')]
-    return pd.DataFrame(rows)
-
-@_source('summeval', 'llm_summeval', 'Nine judges of Shen et al. 2023 on the 1200 items of the 12 abstractive systems, one raw reply '
-         '(temperature 0) per item and dimension: gpt-3.5-turbo-0301 with reason-then-score (rts), multiple choice (mcq), '
-         'StarEval (stars) and two variants (altrts, altmcq); gpt-4-0314 and Llama-2-7b/13b/70b-chat with rts. '
-         "Replayed through judgelab's parsers (rts: the score field, else one unambiguous prose score; mcq: a lone "
-         "option letter; stareval: one 'N stars'); the authors' parsers are the `rule='authors'` reproduction. Five "
-         "mcq/altmcq files hold a rerun appended for some items (312 replies): as in the authors' scripts, the last reply counts.",
-         ['judgments/llm_summeval/ (file group llm_summeval)'], rationales=True, group='llm_summeval',
-         citation='Shen, Cheng, Nguyen, You, Bing. Large Language Models are Not Yet Human-Level Evaluators for Abstractive Summarization. Findings of EMNLP 2023.',
-         replay=Replay({'authors': "repo_code/utils.py: extract_score_rts (-1 when nothing matches; the last digit 1-5 anywhere as a last "
-                                   "resort), extract_score_mcq, extract_score_stareval"},
-                       _ls_authors, _ls_procedure,
-                       "calc_data_corr.py: Spearman, Pearson and Kendall pooled over the 1200 items against the 3-expert mean, "
-                       "the -1 of unparsed replies included as a score"))
-def _j_llm_summeval(ds, d):
-    rows = []
-    for model, method, iid, dim, text in _ls_replies(ds, d):
-        lo, hi = ds.dim(dim).lo, ds.dim(dim).hi
-        rows.append(_parsed_row(ds, iid, dim, method, model, _LS_PARSE[method](text, lo, hi), text))
-    return _jrows(rows)
-
-# --- Chiang & Lee 2023 (A Closer Look): G-Eval-style runs, 20 samples per item
-_CL_CODES = (('coh', 'coherence'), ('eng', 'engagingness'), ('gro', 'groundedness'), ('nat', 'naturalness'))
-
-def _cl_geval_items(ds, d):
-    "(item_id, dimension, [20 replies]) per record, the records' human scores checked against the dataset's means."
-    key = {(it.source, it.system): it.item_id for it in ds.items.itertuples()}; hm = ds.human_mean(); out = []
-    for code, dim in _CL_CODES:
-        for r in json.loads((d/f'judgments/closerlook_geval/gpt3.5_{code}_geval.json').read_text()):
-            iid = key.get((r['source'], r['system_id']))
-            if iid is None: raise DataError(f"Closer-Look {code}_geval: an item matches no Topical-Chat item")
-            if abs(float(r['scores'][dim]) - hm.at[iid, dim]) > 1e-6: raise DataError(f"Closer-Look {code}_geval: {iid} human score differs from the dataset's")
-            out.append((iid, dim, r['all_responses']))
-    return out
-
-def _closerlook_parse(output):
-    "all_eval.py's parse_output, line for line: the first number after the last 'rating:', 0 when none, NaN when negative."
-    output = output.lower().replace('\n', ' ').replace('1-3', ' ')
-    if 'rating:' in output: output = output.split('rating:')[-1]
-    x = re.findall(r'[a-z]*:?-? ?[0-9]\.?[0-9]?', output)
-    if x: output = re.sub(r'[a-z]*:?-? *', ' ', x[0]).replace('rating:', '').strip()
-    m = re.search(r'^ ?([\d\.]+)', output)
-    try: score = float(m.group(1)) if m else 0.0
-    except ValueError: score = 0.0
-    return np.nan if score < 0 else score
-
-def _geval_parse(output):
-    "G-Eval's parse_output (meta_eval_summeval.py): '^ ?([\\d\\.]+)', 0 when it does not match or is not a number."
-    m = re.search(r'^ ?([\d\.]+)', output)
-    try: return float(m.group(1)) if m else 0.0
-    except ValueError: return 0.0
-
-def _cl_authors(ds, d, rule):
-    rows = []
-    for iid, dim, resp in _cl_geval_items(ds, d):
-        if rule == 'authors':
-            v = [_closerlook_parse(x) for x in resp]; x = float(np.nanmean(v)) if np.isfinite(v).any() else np.nan
-            zero = sum(1 for t in resp if _closerlook_parse(t) == 0 and not re.search(r'(?<![\d.])0(?![\d])', t))
-        else:
-            v = [_geval_parse(x) for x in resp]; x = sum(v)/len(v)
-            zero = sum(1 for t in resp if not re.match(r' ?[\d.]+', t))
-        rows.append(('geval', 'gpt-3.5-turbo-0613', iid, dim, x, f'{zero} of {len(resp)} samples read as 0' if zero else None))
-    return pd.DataFrame(rows, columns=['judge', 'model', 'item_id', 'dimension', 'score', 'note'])
-
-def _cl_procedure(ds, s):
-    "all_eval.py's meta(): mode A pooled over items, mode B per conversation (source) averaged over conversations whose human and judge scores both vary."
-    from scipy import stats
-    hm = ds.human_mean(); src = ds.items.set_index('item_id').source; rows = []
-    for (judge, model, dim), g in s.groupby(['judge', 'model', 'dimension'], sort=False):
-        h = hm[dim].reindex(g.item_id).values; p = g.score.values
-        a = _pooled(p, h)
-        rows += [dict(judge=judge, model=model, dimension=dim, statistic=f'{k} (pooled, their mode A)', value=a[k], n=a['n']) for k in ('pearson', 'spearman', 'kendall')]
-        acc = dict(pearson=0., spearman=0., kendall=0.); k_docs = 0
-        for _, gg in pd.DataFrame(dict(s=src.reindex(g.item_id).values, p=p, h=h)).groupby('s', sort=False):
-            if gg.h.nunique() <= 1 or gg.p.nunique() <= 1: continue
-            acc['pearson'] += stats.pearsonr(gg.p, gg.h)[0]; acc['spearman'] += stats.spearmanr(gg.p, gg.h)[0]
-            acc['kendall'] += stats.kendalltau(gg.p, gg.h)[0]; k_docs += 1
-        rows += [dict(judge=judge, model=model, dimension=dim, statistic=f'{k} (per conversation, their mode B)', value=v/k_docs if k_docs else np.nan, n=k_docs)
-                 for k, v in acc.items()]
-    return pd.DataFrame(rows)
-
-@_source('topical_chat', 'closerlook_geval', 'ChatGPT (gpt-3.5-turbo-0613, temperature 1) with G-Eval\'s prompt (auto-CoT evaluation steps, '
-         '"Evaluation Form (scores ONLY)"), 20 sampled replies per item, four dimensions (Chiang & Lee 2023). judgelab reads '
-         'each sample as a score after an optional list marker and label ("1. Engagingness: 2" is 2, never 1); the item '
-         'score is the mean over parsed samples.', ['judgments/closerlook_geval/ (file group closerlook_geval)'], group='closerlook_geval',
-         citation='Chiang, Lee. A Closer Look into Using Large Language Models for Automatic Evaluation. Findings of EMNLP 2023.',
-         replay=Replay({'authors': "all_eval.py's parse_output (the first number after the last 'rating:', else 0), nanmean over the 20 samples",
-                        'geval': "G-Eval's parse_output (meta_eval_summeval.py): '^ ?([\\d\\.]+)' on each sample, 0 when it does not match, mean over the samples"},
-                       _cl_authors, _cl_procedure,
-                       "all_eval.py meta(): Pearson pooled over items (mode A; their Table 2 reports it with Kendall from mode B), "
-                       "and Pearson/Spearman/Kendall per conversation averaged over conversations where both human and judge scores vary (mode B)"))
-def _j_closerlook_geval(ds, d):
-    rows = []
-    for iid, dim, resp in _cl_geval_items(ds, d):
-        lo, hi = ds.dim(dim).lo, ds.dim(dim).hi
-        rows += [_parsed_row(ds, iid, dim, 'geval', 'gpt-3.5-turbo-0613', parse_geval_sample(t, lo, hi), t, s) for s, t in enumerate(resp)]
-    return _jrows(rows)
-
-# --- BatchEval (Yuan et al. 2024): GPT-4 judges batches of 10 responses, five rounds
-_BE_CODES = dict(coherence='coh', engagingness='eng', naturalness='nat', overall='ove', understandability='und')
-
-def _be_rows(ds, d):
-    "The staged batch replies with each batch's item ids (staged_index -> unieval_topical_chat.json -> item) and the judge's scale per dimension (from its prompt)."
-    uni = json.loads((d/'unieval_topical_chat.json').read_text())     # staged_index is a position in this file, the dataset's item order
-    if len(uni) != len(ds.items) or any(u['system_output'].strip() != it.output or u['source'] != it.source for u, it in zip(uni, ds.items.itertuples())):
-        raise DataError("BatchEval: unieval_topical_chat.json is not in the dataset's item order (staged_index would misalign)")
-    idx = list(ds.items.item_id)      # by position: one (context, response) pair occurs twice, so a text key would merge two items
-    scale = {}
-    for dim, code in _BE_CODES.items():
-        txt = (d/f'judgments/batcheval/repo_files/Run_data/prompts/topical_chat/{code}_analyze_batch.txt').read_text()
-        m = re.search(r'within the interval \[\s*(\d+(?:\.\d+)?)\s*,\s*(\d+(?:\.\d+)?)\s*\]', txt)
-        if not m: raise DataError(f"BatchEval prompt {code}_analyze_batch.txt states no score interval")
-        scale[dim] = (float(m[1]), float(m[2]))
-    rows = [json.loads(l) for l in (d/'judgments/batcheval/batcheval_gpt4_topical_chat_responses.jsonl').read_text().splitlines() if l.strip()]
-    for r in rows:
-        if r['dimension'] not in _BE_CODES or len(r['response']) != 1: raise DataError(f"BatchEval: unexpected record {r['dimension']}/{r['round']}/{r['batch']}")
-        r['items'] = [idx[i] for i in r['staged_index']]
-    return rows, scale
-
-def _sample_analysis(text, k):
-    "The analysis of Sample k in a batch reply ('Sample3: ...' up to the next sample or the scores), else the whole reply."
-    m = re.search(rf'(?:^|\n)\s*\**sample\s*{k}\**\s*:\s*(.*?)(?=\n\s*\**sample\s*{k + 1}\**\s*:|\n\s*float\s+scores|\Z)', text, flags=re.I | re.S)
-    return m.group(1).strip() if m and m.group(1).strip() else text
-
-@_source('topical_chat', 'batcheval', 'BatchEval (GPT-4, temperature 0.2): each reply analyses a batch of 10 responses side by side and ends '
-         'with "Float Scores: [Sample1:x, ...]"; five rounds with reshuffled batches, so 5 scores per item (sample = round); five dimensions, '
-         'no groundedness. The judge\'s scale is the one its prompt states (understandability [0, 2], the others as the dataset\'s). '
-         "judgelab's batch parser maps each score to its item; a batch whose scores cannot be read fails for its 10 items.",
-         ['judgments/batcheval/ (file group batcheval)'], rationales=True, group='batcheval',
-         citation='Yuan, Feng, Li, Wang, Pan, Wang, Hu, Li. BatchEval: Towards Human-like Text Evaluation. ACL 2024.',
-         replay=Replay({'authors': "calulate_usr.py get_score: the first [...] after the last 'scores:', non-numbers as 0, a batch "
-                                   "without 10 scores as -1 for all; per item the mean over rounds of the scores that are not -1 (with their 1e-5 terms)"},
-                       lambda ds, d, rule: _be_authors(ds, d), lambda ds, s: _be_procedure(ds, s),
-                       "calulate_usr.py: Pearson and Spearman pooled over the 360 items against the human mean, per round "
-                       "(averaged over the 5 rounds) and of the cross-round mean ('Cross subset SC')"))
-def _j_batcheval(ds, d):
-    rows, scale = _be_rows(ds, d); out = []
-    for r in rows:
-        text = r['response'][0]; dim = r['dimension']
-        for k, (iid, p) in enumerate(zip(r['items'], parse_batch(text, len(r['items']))), 1):
-            out.append(_parsed_row(ds, iid, dim, 'batcheval', 'gpt-4', p, _sample_analysis(text, k), r['round'], scale[dim]))
-    return _jrows(out)
-
-def _batcheval_get_score(ss, num=10):
-    "calulate_usr.py's get_score, line for line."
-    new_ss = []
-    for s_ in ss:
-        s_ = s_.lower(); s = s_.split('scores:')[-1]
-        try:
-            matches = re.findall(r'\[[^\]]*\]', s)[0]
-            s = matches[1:-1].split(','); s = [t.split(':')[-1].strip(' ') for t in s]
-            for t in range(len(s)):
-                try: float(s[t])
-                except ValueError: s[t] = '0'
-            s = [float(t) for t in s]
-        except Exception:
-            try: s = [float(t) for t in re.findall(r'sample\s*\d+:\s*([\d\.]+)', s_.split('scores:')[-1])]
-            except Exception: s = []
-        if len(s) != num and len(s) != 1: s = [-1 for _ in range(num)]
-        new_ss.append(s)
-    return new_ss
-
-def _be_authors(ds, d):
-    rows, _ = _be_rows(ds, d); per = {}
-    for r in rows:
-        sc = _batcheval_get_score(r['response'], len(r['items']))[0]
-        if len(sc) != len(r['items']): raise DataError(f"BatchEval {r['dimension']}/{r['round']}/{r['batch']}: get_score returned {len(sc)} scores (their script misaligns here)")
-        for iid, x in zip(r['items'], sc): per.setdefault((r['dimension'], iid), {})[r['round']] = x
-    out = []
-    for (dim, iid), v in per.items():
-        num, den = 1e-5, 1e-5
-        for x in v.values():
-            if x != -1: num += x; den += 1
-        failed = sum(x == -1 for x in v.values())
-        out.append(('batcheval', 'gpt-4', iid, dim, num/den, f'{failed} of {len(v)} rounds -1 (unreadable batch)' if failed else None,
-                    *[v.get(k, np.nan) for k in range(5)]))
-    return pd.DataFrame(out, columns=['judge', 'model', 'item_id', 'dimension', 'score', 'note'] + [f'round_{k}' for k in range(5)])
-
-def _be_procedure(ds, s):
-    hm = ds.human_mean(); rows = []
-    for (judge, model, dim), g in s.groupby(['judge', 'model', 'dimension'], sort=False):
-        h = hm[dim].reindex(g.item_id).values
-        a = _pooled(g.score.values, h)
-        rows += [dict(judge=judge, model=model, dimension=dim, statistic=f'{k} (cross-round mean)', value=a[k], n=a['n']) for k in ('pearson', 'spearman')]
-        rounds = [c for c in g.columns if c.startswith('round_')]
-        if rounds:
-            per = [_pooled(g[c].values, h) for c in rounds]
-            rows += [dict(judge=judge, model=model, dimension=dim, statistic=f'{k} (per round, mean of {len(per)})', value=float(np.mean([p[k] for p in per])), n=per[0]['n'])
-                     for k in ('pearson', 'spearman')]
-    return pd.DataFrame(rows)
-
 
 # %% ../nbs/01a_judgments.ipynb #05ab7861
 def list_judgments(name:str)->pd.DataFrame:
@@ -614,11 +269,13 @@ def list_judgments(name:str)->pd.DataFrame:
             for s in JUDGMENT_SOURCES.get(spec.name, {}).values()]
     return pd.DataFrame(rows, columns=['source', 'description', 'rationales', 'files', 'citation', 'authors_rules']).set_index('source')
 
+# %% ../nbs/01a_judgments.ipynb #66090823
 def load_judgments(name:str, # dataset name
                    source:str, # a source from `list_judgments(name)`
                   )->pd.DataFrame: # judgments table (`JUDGMENT_COLUMNS`)
     "Published judgments `source` for dataset `name`, in the judgments schema."
-    spec = get_spec(name); srcs = JUDGMENT_SOURCES.get(spec.name, {})
+    spec = get_spec(name)
+    srcs = JUDGMENT_SOURCES.get(spec.name, {})
     if source not in srcs:
         raise KeyError(f"No published judgments {source!r} for {spec.name}; available: {list(srcs) or 'none'}")
     ds = load(spec.name)
@@ -645,9 +302,11 @@ def score_coverage(j:pd.DataFrame|None, # one method's judgments (None: the meth
     "Parsed scores of one method: pairs scored, dimensions without any, top failure reasons, DimCheck's rescored analyses, and a status."
     if j is None or not len(j):
         return dict(status='failed', scored=0, pairs=pairs or 0, scored_share=0.0, no_score_on=list(dims), top_failures='', rescored=None)
-    s = judgment_scores(j); per = s.groupby('dimension').score.agg(lambda x: int(x.notna().sum()))
+    s = judgment_scores(j)
+    per = s.groupby('dimension').score.agg(lambda x: int(x.notna().sum()))
     none = [d for d in dims if per.get(d, 0) == 0]
-    scored = int(s.score.notna().sum()); pairs = pairs or len(s)
+    scored = int(s.score.notna().sum())
+    pairs = pairs or len(s)
     fails = j.failure[~j.parse_ok.astype(bool)].dropna().astype(str)
     top = '; '.join(f'{k} ({v})' for k, v in fails.value_counts().head(3).items())
     # DimCheck only, and only where there was a non-target to remove (a one-dimension dataset has none: nothing to edit)
@@ -662,14 +321,18 @@ def judgments_inputs(name:str, # dataset name
                      sources=None, # published sources (None: all of `list_judgments(name)`)
                     )->dict: # {input: sha256} for a manifest row
     "The provenance inputs of published judgments: the dataset's files, and one digest per file group a source reads (hundreds of files as one line)."
-    spec = get_spec(name); ds = load(spec.name); srcs = JUDGMENT_SOURCES.get(spec.name, {})
+    spec = get_spec(name)
+    ds = load(spec.name)
+    srcs = JUDGMENT_SOURCES.get(spec.name, {})
     out = {f'{spec.name}/{f}': h for f, h in ds.hashes.items()}
     for s in (srcs if sources is None else sources):
         if (g := srcs[s].group): out[f'{spec.name}/{spec.group(g).prefix.strip("/")}/ ({len(spec.files_of(g))} files, sha256 of their sorted SHA256SUMS lines)'] = group_digest(spec.name, g)
     return out
 
+# %% ../nbs/01a_judgments.ipynb #51d97bb3
 def _replayed(name, source):
-    spec = get_spec(name); srcs = JUDGMENT_SOURCES.get(spec.name, {})
+    spec = get_spec(name)
+    srcs = JUDGMENT_SOURCES.get(spec.name, {})
     if source not in srcs: raise KeyError(f"No published judgments {source!r} for {spec.name}; available: {list(srcs) or 'none'}")
     s = srcs[source]
     if s.replay is None:
@@ -681,26 +344,33 @@ def authors_scores(name:str, source:str, # dataset and a replayed published sour
                    rule:str|None=None, # one of the source's `replay.rules` (default: the authors' own, the first)
                   )->pd.DataFrame: # judge, model, item_id, dimension, score, note
     "Item-level scores as the authors' code computes them from the same replies (defaults such as -1 or 0 included, said in `note`)."
-    spec, s = _replayed(name, source); rule = rule or next(iter(s.replay.rules))
+    spec, s = _replayed(name, source)
+    rule = rule or next(iter(s.replay.rules))
     if rule not in s.replay.rules: raise ValueError(f"{spec.name}/{source}: unknown rule {rule!r}; its rules: {list(s.replay.rules)}")
-    ds = load(spec.name); group_files(spec.name, s.group)
-    a = s.replay.scores(ds, raw_dir(spec.name), rule); a.attrs.update(source=f'{spec.name}/{source}', rule=rule)
+    ds = load(spec.name)
+    group_files(spec.name, s.group)
+    a = s.replay.scores(ds, raw_dir(spec.name), rule)
+    a.attrs.update(source=f'{spec.name}/{source}', rule=rule)
     return a
 
+# %% ../nbs/01a_judgments.ipynb #8d90bc40
 def authors_correlations(name:str, source:str, # dataset and a replayed published source
                          rule:str|None=None, # the authors' rule producing the scores (ignored when `scores` is given)
                          scores:pd.DataFrame|None=None, # item-level scores to put through their procedure instead (e.g. judgelab's `judgment_scores`)
                         )->pd.DataFrame: # judge, model, dimension, statistic, value, n
     "The authors' correlation procedure (their script's levels and averaging), on their rule's scores or on `scores`."
-    spec, s = _replayed(name, source); ds = load(spec.name)
+    spec, s = _replayed(name, source)
+    ds = load(spec.name)
     sc = authors_scores(spec.name, source, rule) if scores is None else scores
     return s.replay.procedure(ds, sc)
 
+# %% ../nbs/01a_judgments.ipynb #fb3ba2be
 def rule_differences(j:pd.DataFrame, # judgelab's judgments of the source (`load_judgments`)
                      a:pd.DataFrame, # the authors' item-level scores (`authors_scores`)
                     )->pd.DataFrame: # one row per judge, model, dimension and kind of difference
     "Where judgelab's reading and the authors' rule give different item scores, and why: counts per judge x dimension."
-    js = judgment_scores(j); k = ['judge', 'model', 'item_id', 'dimension']
+    js = judgment_scores(j)
+    k = ['judge', 'model', 'item_id', 'dimension']
     m = js.merge(a[k + ['score', 'note']], on=k, how='outer', suffixes=('_judgelab', '_authors'))
     jl, au = m.score_judgelab, m.score_authors
     kind = np.select([jl.notna() & au.notna() & np.isclose(jl, au, atol=1e-9), jl.notna() & au.notna(),
@@ -713,12 +383,12 @@ def rule_differences(j:pd.DataFrame, # judgelab's judgments of the source (`load
     fails = j.groupby(['judge', 'model', 'dimension'], sort=False).parse_ok.agg(rows='size', failed_rows=lambda x: int((~x).sum())).reset_index()
     return out.merge(fails, on=['judge', 'model', 'dimension'], how='left')
 
-
 # %% ../nbs/01a_judgments.ipynb #c043635a
 class JudgmentImportError(ValueError): "A judgments file that does not fit its dataset."
 
 _NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]{0,79}')
 
+# %% ../nbs/01a_judgments.ipynb #85f203d9
 def check_judge_name(name:str)->str:
     "A judge name fit to be part of a file name: letters, digits, '.', '_', '-', at most 80, no '__' (it separates judge and model)."
     if not isinstance(name, str) or not _NAME.fullmatch(name) or '__' in name or name.strip('.') == '':
@@ -726,6 +396,7 @@ def check_judge_name(name:str)->str:
                                   f"letter or digit, no '__', no '/'), e.g. {slug(str(name)).replace('__', '_')[:80] or 'my_judge'!r}")
     return name
 
+# %% ../nbs/01a_judgments.ipynb #d2267027
 def check_model_name(name:str)->str:
     "A model name: any printable text (a '/' stays in the judgments' `model` column; the file name uses its slug)."
     if not isinstance(name, str) or not name.strip() or len(name) > 200 or not name.isprintable() or not slug(name).strip('.'):
@@ -775,8 +446,12 @@ def _read_rows(data:bytes, # the file's bytes, read once
         for i, line in enumerate(text.split('\n'), 1):
             if not line.strip(): continue
             try: r = json.loads(line, object_pairs_hook=_unique_keys)
-            except ValueError as e: bad.append(f'line {i}: not JSON ({e})'); continue
-            if not isinstance(r, dict): bad.append(f'line {i}: not a JSON object'); continue
+            except ValueError as e:
+                bad.append(f'line {i}: not JSON ({e})')
+                continue
+            if not isinstance(r, dict):
+                bad.append(f'line {i}: not a JSON object')
+                continue
             records.append((i, r))
         keys = list(dict.fromkeys(k for _, r in records for k in r))
         records = [(i, {k: r.get(k, 0 if k == 'sample' else None) for k in keys}) for i, r in records]   # a key a line leaves out: no value (sample: 0)
@@ -794,7 +469,9 @@ def _read_rows(data:bytes, # the file's bytes, read once
                                       "each column must appear once (which one would hold the value?)")
         for i, r in enumerate(lines[1:], 2):
             if not r: continue
-            if len(r) != len(header): bad.append(f'row {i}: {len(r)} fields, the header has {len(header)}'); continue
+            if len(r) != len(header):
+                bad.append(f'row {i}: {len(r)} fields, the header has {len(header)}')
+                continue
             records.append((i, dict(zip(header, (None if v == '' else v for v in r)))))   # an empty field: no value
         kind, unit = 'malformed row(s)', 'row'
     for i, r in records:
@@ -971,7 +648,10 @@ def import_judgments(path:str|Path, # CSV or JSONL file (UTF-8)
                      max_listed:int=20, # offending rows listed per problem
                     )->pd.DataFrame:
     "A user's judgments file as a validated judgments table; the file is read once and `attrs['sha256']` is the hash of exactly the bytes parsed."
-    path = Path(path); check_judge_name(judge); check_model_name(model); ds = as_dataset(dataset)
+    path = Path(path)
+    check_judge_name(judge)
+    check_model_name(model)
+    ds = as_dataset(dataset)
     if not path.exists(): raise FileNotFoundError(f"No judgments file {path}")
     if path.is_dir(): raise JudgmentImportError(f"{path} is a folder: give a CSV or JSONL file")
     data = path.read_bytes()
@@ -1003,7 +683,8 @@ def store_import(path:str|Path, # the user's CSV or JSONL file
                  judgments:pd.DataFrame|None=None, # what `import_judgments` already made of `path` (the file is then not read again)
                 )->tuple: # (judgments, the parquet path)
     "Validate a user's judgments file and store it as `judgments_path(dataset, judge, model)`, with a manifest row hashing the bytes that were parsed; an existing file is kept unless `replace`."
-    ds = as_dataset(dataset); j = import_judgments(path, ds, judge, model) if judgments is None else judgments
+    ds = as_dataset(dataset)
+    j = import_judgments(path, ds, judge, model) if judgments is None else judgments
     if 'sha256' not in j.attrs: raise ValueError("`judgments` must come from `import_judgments` (its attrs['sha256'] names the bytes it read)")
     inputs = {_rel(path, paths.root): j.attrs['sha256'], **{f'{ds.name}/{f}': h for f, h in ds.hashes.items()}}
     try:

@@ -58,11 +58,11 @@ def raters_fixed(dataset, # a `judgelab.data.Dataset` or a dataset name
     return bool(len(per_slot) >= 2 and (per_slot == 1).all() and not h.annotator.astype(str).str.startswith('slot').any())
 
 # %% ../nbs/05b_reliability.ipynb #4d630f4d
-def sentence_slots(dataset, # a dataset with per-sentence worker responses (QAGS)
+def sentence_slots(dataset, # a dataset with per-sentence worker responses (`extra['sentences']`)
                   )->pd.DataFrame: # (item, sentence) units x slots 0..K-1
     "Per-sentence binary ratings, one column per worker slot (position among the sentence's workers, by worker id)."
     ds = as_dataset(dataset)
-    if 'sentences' not in ds.extra: raise ValueError(f"{ds.name} has no per-sentence ratings (only QAGS does)")
+    if 'sentences' not in ds.extra: raise ValueError(f"{ds.name} has no per-sentence ratings (its loader keeps no extra['sentences'])")
     s = ds.extra['sentences'].sort_values(['item_id', 'sentence', 'worker'], kind='stable')
     s = s.assign(slot=s.groupby(['item_id', 'sentence'], sort=False).cumcount().values)
     return s.pivot_table(index=['item_id', 'sentence'], columns='slot', values='response', aggfunc='first')

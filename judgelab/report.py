@@ -50,12 +50,12 @@ def small_text(fig, # a matplotlib figure
     return out
 
 # %% ../nbs/11_report.ipynb #9d567153
-DATASET_LABELS = dict(summeval='SummEval', topical_chat='Topical-Chat', hanna='HANNA', opinsummeval='OpinSummEval', qags='QAGS',
-                      seahorse='SEAHORSE')
+DATASET_LABELS = {n: s.label for n, s in D.DATASETS.items() if s.label}     # each dataset as its paper names it (`label` in its registry file)
 
 def dataset_label(name:str)->str:
-    "A dataset as its paper names it (`topical_chat` -> Topical-Chat); other names with spaces for underscores."
-    return DATASET_LABELS.get(str(name), str(name).replace('_', ' '))
+    "A dataset as its paper names it (its registry file's `label`); other names with spaces for underscores."
+    spec = D.DATASETS.get(str(name))
+    return spec.label if spec is not None and spec.label else str(name).replace('_', ' ')
 
 def _cap(s): return s[:1].upper() + s[1:]
 

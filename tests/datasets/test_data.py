@@ -1,10 +1,11 @@
 """Data layer, end to end: counts, joins, published judgments, fetching, and the clear errors."""
 
-import json, shutil
+import json, re, shutil
 from pathlib import Path
 import numpy as np, pandas as pd, pytest
 from judgelab import data as D
 from judgelab import judgments as JM
+from judgelab.datasets import seahorse as SH
 import io, signal, zipfile
 from contextlib import contextmanager
 from judgelab.cli import main
@@ -148,7 +149,7 @@ def test_seahorse_loader_on_a_small_file_we_make(tmp_path, monkeypatch):
             'test': ['xlsum_english-test-3\ten-US\tAnother one.\treference\tYes\tYes\tYes\tYes\tYes\tYes']}
     for s, r in rows.items(): (d/f'{s}.tsv').write_text(head + '\n'.join(r) + '\n')
     with pytest.warns(UserWarning, match='no pinned sha256'):
-        D._record_tofu(D.DATASETS['seahorse'])
+        SH.record_hashes(D.DATASETS['seahorse'])
     ds = D.load('seahorse')
     assert len(ds.items) == 3
     hm = ds.human_mean()
@@ -264,3 +265,40 @@ def test_garbage_seahorse_tsvs_are_not_pinned_on_first_use(tmp_path, monkeypatch
     (raw/'seahorse'/'SHA256SUMS').write_text(''.join(f"{D.sha256_file(raw/'seahorse'/'seahorse_data'/f'{s}.tsv')}  seahorse_data/{s}.tsv\n" for s in GOOD))
     rc, out, err = cli('data', 'verify', 'seahorse')
     assert rc != 0 and 'is not a Seahorse TSV' in err and ': ok' not in out, out + err
+
+# ==============================================================================================================
+# One module per dataset: the registry file holds the dataset's facts and its published sources (checked when read),
+# the module its code (found by name); a source without a reader, or a reader without a source, is an error.
+# ==============================================================================================================
+
+def test_registry_checks_the_facts_and_the_published_sources(tmp_path):
+    good = (D.paths.data/'datasets'/'summeval.yaml').read_text(); p = tmp_path/'summeval.yaml'
+    for broken, msg in [(good.replace('paper_quality: high', 'paper_quality: medium'), "paper_quality must be 'low' or 'high', not 'medium'"),
+                        (good.replace('crowd_group: crowd', 'crowd_group: crowds'), "crowd_group 'crowds' is not one of its file groups"),
+                        (good.replace('  story: source', '  story: title'), 'hypoeval must be {kind: ..., config: ..., story: source or output}'),
+                        (good.replace('  - judgments/alttest__llm_annotations.json', '  - judgments/alttest.json'), "judgment source 'alttest' names file(s) ['judgments/alttest.json']"),
+                        (good.replace('  authors_procedure: >-', '  authors_procedur: >-'), "unknown key(s) ['authors_procedur'] in judgment_sources[2]"),
+                        (re.sub(r'\n  authors_procedure: >-\n(    .*\n)+', '\n', good), "a replayed source has both authors_rules"),
+                        (good.replace('- name: llm_summeval\n  description', '- name: alttest\n  description'), "judgment source(s) ['alttest'] given twice")]:
+        assert broken != good, msg
+        p.write_text(broken)
+        with pytest.raises(D.RegistryError, match=re.escape(msg)): D.load_registry(tmp_path)
+
+def test_a_source_and_its_reader_come_together(monkeypatch):
+    spec = D.DATASETS['qags']
+    monkeypatch.setitem(D.DATASETS, 'qags', D.replace(spec, judgment_sources=[]))      # the reader stays registered
+    with pytest.raises(D.DataError, match=r"registers readers of \['unieval'\], which data/datasets/qags.yaml does not list"):
+        JM.JUDGMENT_SOURCES['qags']
+    extra = D.SourceSpec('mine', 'A judge nobody reads.', ('mturk_xsum.jsonl',))
+    monkeypatch.setitem(D.DATASETS, 'qags', D.replace(spec, judgment_sources=spec.judgment_sources + [extra]))
+    with pytest.raises(D.DataError, match="lists the published source 'mine', but judgelab.datasets.qags registers no reader"):
+        JM.JUDGMENT_SOURCES['qags']
+
+def test_a_dataset_without_a_module_has_no_loader(tmp_path, monkeypatch):
+    spec = D.replace(D.DATASETS['qags'], name='qags_copy', module='judgelab.datasets.no_such_module', judgment_sources=[])
+    monkeypatch.setitem(D.DATASETS, 'qags_copy', spec)
+    assert D.dataset_module('qags_copy') is None and D.hook('qags_copy', 'load') is None
+    shutil.copytree(D.raw_dir('qags'), tmp_path/'qags_copy')
+    monkeypatch.setenv('JUDGELAB_RAW', str(tmp_path))
+    with pytest.raises(D.DataError, match=r"qags_copy has a registry file but no loader: register one with @register\('qags_copy'\)"):
+        D.load('qags_copy', fetch_missing=False)

@@ -6,6 +6,7 @@ import ast, importlib.util, json, re
 import numpy as np, pandas as pd, pytest
 from scipy import stats
 from judgelab import data as D, judgments as JM
+from judgelab.datasets import topical_chat as TC
 
 RAW = D.raw_dir('summeval')
 
@@ -84,7 +85,7 @@ def test_closerlook_geval_reads_list_numbers_as_list_numbers():
     one = j[j.rationale.str.match(r'\s*1\. Engagingness: [23]\s*$')]
     assert len(one) > 5 and (one.score == one.rationale.str.extract(r': (\d)')[0].astype(float)).all()    # the 2 or 3, never the 1
     # G-Eval's own rule ('^ ?([\d\.]+)', 0 when unmatched) reads these as 1 (the list number) and "Engagingness: 2" as 0
-    geval = JM._geval_parse
+    geval = TC._geval_parse
     assert geval('1. Engagingness: 2') == 1.0 and geval('- Engagingness: 2') == 0.0 and geval('2') == 2.0
 
 # --- BatchEval: calulate_usr.py's get_score and its cross-round ('Cross subset SC') correlation

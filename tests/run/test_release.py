@@ -125,6 +125,7 @@ def test_wheel_carries_every_run_time_file_and_nothing_else(dist):
                  'data/decompositions/generic_criteria.yaml', 'nbs/experiments/judge.ipynb', 'configs/embedded.yaml', 'configs/slurm/config.yaml'):
         assert must in shipped, must
     assert {f'judgelab/{p.name}' for p in (ROOT/'judgelab').glob('*.py')} | {'judgelab/site.css'} <= names
+    assert {f'judgelab/datasets/{p.name}' for p in (ROOT/'judgelab'/'datasets').glob('*.py')} <= names    # one module per dataset
     assert not [n for n in names if any(x in n for x in NEVER)]
 
 def _clean_env(venv:Path|None=None)->dict:
@@ -161,7 +162,7 @@ assert cl.path.is_relative_to(C.RESOURCES) and cl.questions
 sweep = S.load_sweep('configs/embedded.yaml')                                        # the installed sweep file and templates
 assert all(r.template.is_relative_to(C.RESOURCES) for r in sweep.runs)
 print(json.dumps(dict(
-    datasets=list(D.DATASETS), prompt=t.id, prompts=P.list_prompts(), checklist=C._rel(cl.path, C.paths.root),
+    datasets=list(D.DATASETS), loaders=[n for n in D.DATASETS if Path(D.dataset_module(n).__file__).resolve().is_relative_to(venv) and D.hook(n, 'load')], prompt=t.id, prompts=P.list_prompts(), checklist=C._rel(cl.path, C.paths.root),
     generic=len(DC.generic_criteria()), templates=sorted(p.name for p in C.paths.resource('nbs/experiments').glob('*.ipynb')),
     template=S._show(sweep.runs[0].template), runs=len(sweep.runs), version=judgelab.__version__)))
 '''
@@ -179,6 +180,7 @@ def test_the_wheel_works_installed_outside_a_checkout(dist, tmp_path):
     assert info.startswith('summeval: SummEval') and 'files (they go to data/raw/summeval/)' in info and 'missing' in info
     got = json.loads(run(str(venv/'bin'/'python'), '-c', INSTALLED_CHECK, str(venv)).splitlines()[-1])
     assert got['version'] == VERSION and got['datasets'] == ['summeval', 'topical_chat', 'hanna', 'opinsummeval', 'qags', 'seahorse']
+    assert got['loaders'] == got['datasets']                                 # every dataset's module is in the wheel
     assert got['prompts'] == sorted(p.stem for p in (ROOT/'data'/'prompts').glob('*.yaml')) and got['prompt'].startswith('analyze_rate')
     assert got['checklist'] == 'data/checklists/summeval/coherence.yaml'   # provenance names the installed copy as the checkout's
     assert got['generic'] == 25
