@@ -129,54 +129,84 @@ class LlamaCppBackend(Backend):
         res = self._formatter(llm)(messages=msgs, **(r.chat_options or {}))
         prompt = res.prompt + (r.messages[-1]['content'] if r.continue_final else '')
         return prompt, ([res.stop] if isinstance(res.stop, str) else list(res.stop or [])), getattr(res, 'added_special', False)
-    def _call_logprobs(self, job):
-        "Generation token by token from the last position's logits only (no logits_all): logprob requests (with `score_tokens`: their logprobs from the full distribution at every position), `stop_pattern`, prefilled answers, template options."
-        r = job.request; llm = self.llm(False); t0 = time.perf_counter()
-        prompt, tstop, special = self._render(llm, r)
-        toks = llm.tokenize(prompt.encode('utf-8'), add_bos=not special, special=True)
-        if len(toks) + r.max_tokens > self.n_ctx: raise BackendError(f"prompt ({len(toks)} tokens) + max_tokens exceeds n_ctx={self.n_ctx}")
+    def _eval_prompt(self, llm, toks:list)->None:
+        """Evaluate a prompt's tokens after the longest prefix already in the context, or in a kept state that shares more of
+        it (the reply this request continues); at least one token is evaluated, so the first step has fresh logits."""
         n = llm.longest_token_prefix(llm.input_ids[:llm.n_tokens], toks)
-        if llm.cache is not None and n < len(toks) - 1:       # a kept state that shares more of the prompt (the reply this request continues)
+        if llm.cache is not None and n < len(toks) - 1:
             try: st = llm.cache[toks]
             except KeyError: st = None
             if st is not None and llm.longest_token_prefix(st.input_ids[:st.n_tokens], toks) > n:
-                llm.load_state(st); n = llm.longest_token_prefix(llm.input_ids[:llm.n_tokens], toks)
-        n = min(n, len(toks) - 1)                              # at least one token evaluated: fresh logits for the first step
-        llm.n_tokens = n; llm.eval(toks[n:]); self.prompt_tokens_evaluated += len(toks) - n
-        nv = llm.n_vocab(); eos = llm.token_eos(); rng = np.random.default_rng(job.seed)
+                llm.load_state(st)
+                n = llm.longest_token_prefix(llm.input_ids[:llm.n_tokens], toks)
+        n = min(n, len(toks) - 1)
+        llm.n_tokens = n
+        llm.eval(toks[n:])
+        self.prompt_tokens_evaluated += len(toks) - n
+    @staticmethod
+    def _next_token(lsm, allowed, out:list, step:int, eos:int, r, rng)->int|None:
+        """The next token from the log-probabilities `lsm`: with `choice`, only a continuation of an allowed string (None when
+        one is complete and none goes on); greedy at temperature 0, else drawn from the nucleus (`top_p`) of the tempered distribution."""
+        masked = lsm
+        if allowed is not None:
+            nxt = {seq[step] for seq in allowed if len(seq) > step and seq[:step] == out}
+            done = any(seq == out for seq in allowed)
+            if not nxt and done: return None
+            masked = np.full(len(lsm), -np.inf)
+            idx = list(nxt) + ([eos] if done else [])
+            masked[idx] = lsm[idx]
+        if r.temperature == 0: return int(np.argmax(masked))
+        z = masked/r.temperature
+        p = np.exp(z - z.max())
+        p /= p.sum()
+        order = np.argsort(-p)
+        keep = order[:max(1, int(np.searchsorted(np.cumsum(p[order]), r.top_p) + 1))]
+        pk = p[keep]/p[keep].sum()
+        return int(rng.choice(keep, p=pk))
+    @staticmethod
+    def _token_logprobs(llm, tok:int, lsm, top_logprobs:int, score_ids:list)->dict:
+        "A generated token's record: its text and logprob, the `top_logprobs` most likely tokens, and the score tokens' logprobs from the full distribution."
+        piece = lambda t: llm.detokenize([t]).decode('utf-8', errors='replace')
+        k = max(1, top_logprobs)
+        top = np.argpartition(-lsm, k)[:k]
+        top = top[np.argsort(-lsm[top])]
+        rec = dict(token=piece(tok), logprob=float(lsm[tok]), top=[[piece(int(t)), float(lsm[t])] for t in top[:top_logprobs]])
+        if score_ids: rec['scores'] = [[p_, float(lsm[t])] for t, p_ in score_ids]
+        return rec
+    @staticmethod
+    def _stop_at(text:str, stops:list, stop_re)->str|None:
+        "The reply when generation stops at `text`: up to the first stop string in it, or whole once it matches `stop_pattern`; None to go on."
+        hit = [s_ for s_ in stops if s_ and s_ in text]
+        if hit: return text[:min(text.index(s_) for s_ in hit)]
+        if stop_re is not None and stop_re.search(text): return text       # e.g. the score has been written: no need to go on
+        return None
+    def _call_logprobs(self, job):
+        "Generation token by token from the last position's logits only (no logits_all): logprob requests (with `score_tokens`: their logprobs from the full distribution at every position), `stop_pattern`, prefilled answers, template options."
+        r = job.request
+        llm = self.llm(False)
+        t0 = time.perf_counter()
+        prompt, tstop, special = self._render(llm, r)
+        toks = llm.tokenize(prompt.encode('utf-8'), add_bos=not special, special=True)
+        if len(toks) + r.max_tokens > self.n_ctx: raise BackendError(f"prompt ({len(toks)} tokens) + max_tokens exceeds n_ctx={self.n_ctx}")
+        self._eval_prompt(llm, toks)
+        nv, eos, rng = llm.n_vocab(), llm.token_eos(), np.random.default_rng(job.seed)
         stops = list(r.stop) + tstop
         allowed = [llm.tokenize(c.encode('utf-8'), add_bos=False, special=False) for c in r.choice] if r.choice else None
         out, lps, finish = [], [], 'length'
-        piece = lambda t: llm.detokenize([t]).decode('utf-8', errors='replace')
         score_ids = self._score_ids(llm, r.score_tokens)
         stop_re = re.compile(r.stop_pattern) if r.stop_pattern is not None else None
         for step in range(r.max_tokens):
             logits = np.array(np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(nv,)), dtype=np.float64)
-            lse = logits.max() + np.log(np.exp(logits - logits.max()).sum()); lsm = logits - lse
-            masked = lsm
-            if allowed is not None:
-                nxt = {seq[step] for seq in allowed if len(seq) > step and seq[:step] == out}
-                done = any(seq == out for seq in allowed)
-                if not nxt and done: finish = 'stop'; break
-                m = np.full(nv, -np.inf); idx = list(nxt) + ([eos] if done else []); m[idx] = lsm[idx]; masked = m
-            if r.temperature == 0: tok = int(np.argmax(masked))
-            else:
-                z = masked/r.temperature; p = np.exp(z - z.max()); p /= p.sum()
-                order = np.argsort(-p); keep = order[:max(1, int(np.searchsorted(np.cumsum(p[order]), r.top_p) + 1))]
-                pk = p[keep]/p[keep].sum(); tok = int(rng.choice(keep, p=pk))
-            k = max(1, r.top_logprobs); top = np.argpartition(-lsm, k)[:k]; top = top[np.argsort(-lsm[top])]
-            if tok == eos: finish = 'stop'; break
+            lse = logits.max() + np.log(np.exp(logits - logits.max()).sum())
+            lsm = logits - lse
+            tok = self._next_token(lsm, allowed, out, step, eos, r, rng)
+            if tok is None or tok == eos:
+                finish = 'stop'
+                break
             out.append(tok)
-            if r.logprobs:
-                lps.append(dict(token=piece(tok), logprob=float(lsm[tok]), top=[[piece(int(t)), float(lsm[t])] for t in top[:r.top_logprobs]]))
-                if score_ids: lps[-1]['scores'] = [[p_, float(lsm[t])] for t, p_ in score_ids]   # the full distribution's score tokens
-            text = llm.detokenize(out).decode('utf-8', errors='replace')
-            hit = [s_ for s_ in stops if s_ and s_ in text]
-            if hit:
-                text = text[:min(text.index(s_) for s_ in hit)]; finish = 'stop'
-                return Choice(text, finish, len(out), len(toks), time.perf_counter() - t0, lps if r.logprobs else None, job.sample)
-            if stop_re is not None and stop_re.search(text):       # e.g. the score has been written: no need to go on
-                return Choice(text, 'stop', len(out), len(toks), time.perf_counter() - t0, lps if r.logprobs else None, job.sample)
+            if r.logprobs: lps.append(self._token_logprobs(llm, tok, lsm, r.top_logprobs, score_ids))
+            text = self._stop_at(llm.detokenize(out).decode('utf-8', errors='replace'), stops, stop_re)
+            if text is not None: return Choice(text, 'stop', len(out), len(toks), time.perf_counter() - t0, lps if r.logprobs else None, job.sample)
             llm.eval([tok])
         text = llm.detokenize(out).decode('utf-8', errors='replace')
         return Choice(text, finish, len(out), len(toks), time.perf_counter() - t0, lps if r.logprobs else None, job.sample)

@@ -289,6 +289,50 @@ def _fill_weights(strata_members, quotas, w, n_perm, rng, K, chunk=1000):
             KL[:, mem] = sub
         yield KL
 
+def _corrgap_inputs(pred_t, gt_t, gt_o, ids, bins)->tuple:
+    "(pred, gt_t, gt_o, ids, bins, items dropped): the items whose three scores are finite, as float arrays."
+    p_, t_, o_ = (np.asarray(a, float) for a in (pred_t, gt_t, gt_o))
+    if not (len(p_) == len(t_) == len(o_)): raise ValueError("pred_t, gt_t and gt_o must have the same length")
+    ids_ = np.arange(len(p_)) if ids is None else np.asarray(ids)
+    if bins is None: _bins(None, None)         # a clear error for the pre-turn-2 spelling, with or without control
+    b_ = None if callable(bins) or isinstance(bins, (dict, str)) else np.asarray(bins)
+    ok = np.isfinite(p_) & np.isfinite(t_) & np.isfinite(o_)
+    p_, t_, o_, ids_ = p_[ok], t_[ok], o_[ok], ids_[ok]
+    if b_ is not None: bins = b_[ok]
+    return p_, t_, o_, ids_, bins, int((~ok).sum())
+
+def _split_corr(p_, t_, g:dict, method:str)->tuple:
+    """(r_low, r_high, n_low, n_high, whole, engine) of a split from `split_groups`: plain correlations when no tie run is
+    shared (`whole`), else weighted ones from a `_GapEngine` on the items with weight (returned for the permutations)."""
+    whole = np.isin(g['wH'], (0, 1)).all() and np.isin(g['wL'], (0, 1)).all()   # no tie run shared: a plain split
+    if whole: return corr(p_[g['L']], t_[g['L']], method), corr(p_[g['H']], t_[g['H']], method), len(g['L']), len(g['H']), True, None
+    kept = np.flatnonzero(g['wL'] + g['wH'] > 0)
+    eng = _GapEngine(p_[kept], t_[kept], method)
+    r_low, r_high = (float(eng._corr_counts(g[w][None, kept])[0]) for w in ('wL', 'wH'))
+    return r_low, r_high, float(g['wL'].sum()), float(g['wH'].sum()), False, eng
+
+def _strata(g:dict, kept, control:bool)->list:
+    "The positions in `kept` of each stratum's items (one stratum without distribution control)."
+    strata = g['bins'][kept] if control else np.zeros(len(kept))
+    return [np.nonzero(strata == v)[0] for v in np.unique(strata)]
+
+def _perm_gaps(p_, t_, g:dict, whole:bool, eng, control:bool, method:str, n_perm:int, rng)->tuple:
+    """(gaps of the re-split data, whether they enumerate every split): in each stratum half the items go to L, every split
+    when there are at most n_perm + 1, else n_perm random ones; with shared tie runs, random re-splits of the weights
+    (each item keeping its total weight)."""
+    if whole:
+        kept = np.r_[g['L'], g['H']]
+        members = _strata(g, kept, control)
+        sizes = [len(m)//2 for m in members]
+        exact = math.prod(math.comb(len(m), s) for m, s in zip(members, sizes)) <= n_perm + 1
+        masks = _strata_masks(members, sizes, n_perm, rng, len(kept), exact)
+        return _GapEngine(p_[kept], t_[kept], method).gaps(masks), exact
+    kept = np.flatnonzero(g['wL'] + g['wH'] > 0)
+    w = (g['wL'] + g['wH'])[kept]
+    members = _strata(g, kept, control)
+    quotas = [g['wL'][kept][m].sum() for m in members]
+    return np.concatenate([eng.weight_gaps(KL, w) for KL in _fill_weights(members, quotas, w, n_perm, rng, len(kept))]), False
+
 def corrgap(pred_t, # judge scores for the target dimension
             gt_t, # human means for the target
             gt_o, # human means for the non-target
@@ -305,50 +349,23 @@ def corrgap(pred_t, # judge scores for the target dimension
     if method not in METHODS: raise ValueError(f"method must be one of {METHODS}, not {method!r}")
     if test not in ('permutation', 'fisher', None): raise ValueError(f"test must be 'permutation', 'fisher' or None, not {test!r}")
     _check_ties(ties)
-    p_, t_, o_ = (np.asarray(a, float) for a in (pred_t, gt_t, gt_o))
-    if not (len(p_) == len(t_) == len(o_)): raise ValueError("pred_t, gt_t and gt_o must have the same length")
-    ids_ = np.arange(len(p_)) if ids is None else np.asarray(ids)
-    if bins is None: _bins(None, None)         # a clear error for the pre-turn-2 spelling, with or without control
-    b_ = None if callable(bins) or isinstance(bins, (dict, str)) else np.asarray(bins)
-    ok = np.isfinite(p_) & np.isfinite(t_) & np.isfinite(o_)
-    p_, t_, o_, ids_ = p_[ok], t_[ok], o_[ok], ids_[ok]
-    if b_ is not None: bins = b_[ok]
-    res = dict(method=method, control=control, test=test, n_dropped=int((~ok).sum()), ties=ties)
+    p_, t_, o_, ids_, bins, dropped = _corrgap_inputs(pred_t, gt_t, gt_o, ids, bins)
+    res = dict(method=method, control=control, test=test, n_dropped=dropped, ties=ties)
     if len(p_) < 6: return CorrGapResult(np.nan, np.nan, np.nan, 0, 0, **res)
     g = split_groups(t_, o_, ids_, control, bins, ties)
-    H, L = g['H'], g['L']
-    whole = np.isin(g['wH'], (0, 1)).all() and np.isin(g['wL'], (0, 1)).all()   # no tie run shared: a plain split
-    if whole: r_low, r_high = corr(p_[L], t_[L], method), corr(p_[H], t_[H], method); n_low, n_high = len(L), len(H)
-    else:
-        kept = np.flatnonzero(g['wL'] + g['wH'] > 0); eng = _GapEngine(p_[kept], t_[kept], method)
-        r_low, r_high = (float(eng._corr_counts(g[w][None, kept])[0]) for w in ('wL', 'wH'))
-        n_low, n_high = float(g['wL'].sum()), float(g['wH'].sum())
+    r_low, r_high, n_low, n_high, whole, eng = _split_corr(p_, t_, g, method)
     gap = r_low - r_high
-    out = CorrGapResult(gap, r_low, r_high, n_low, n_high, **res, low_ids=ids_[L].tolist(), high_ids=ids_[H].tolist())
+    out = CorrGapResult(gap, r_low, r_high, n_low, n_high, **res, low_ids=ids_[g['L']].tolist(), high_ids=ids_[g['H']].tolist())
     if test is None or not np.isfinite(gap): return out
     if test == 'fisher':
-        out.z, out.p = fisher_z_test(r_low, r_high, n_low, n_high, method); return out
-    rng = np.random.default_rng(seed)
-    if whole:
-        kept = np.r_[L, H]; K = len(kept)
-        strata = g['bins'][kept] if control else np.zeros(K)
-        members = [np.nonzero(strata == v)[0] for v in np.unique(strata)]
-        sizes = [len(m)//2 for m in members]
-        total = math.prod(math.comb(len(m), s) for m, s in zip(members, sizes))
-        exact = total <= n_perm + 1
-        masks = _strata_masks(members, sizes, n_perm, rng, K, exact)
-        gaps = _GapEngine(p_[kept], t_[kept], method).gaps(masks)
-    else:                                       # shared tie runs: random re-splits of the weights, each item keeping its total weight
-        w = (g['wL'] + g['wH'])[kept]; K = len(kept)
-        strata = g['bins'][kept] if control else np.zeros(K)
-        members = [np.nonzero(strata == v)[0] for v in np.unique(strata)]
-        quotas = [g['wL'][kept][m].sum() for m in members]
-        gaps = np.concatenate([eng.weight_gaps(KL, w) for KL in _fill_weights(members, quotas, w, n_perm, rng, K)])
-        exact = False
+        out.z, out.p = fisher_z_test(r_low, r_high, n_low, n_high, method)
+        return out
+    gaps, exact = _perm_gaps(p_, t_, g, whole, eng, control, method, n_perm, np.random.default_rng(seed))
     hits = int(np.sum(gaps >= gap - 1e-12))     # NaN gaps (a constant group) never count as >=
     out.p = hits/len(gaps) if exact else (1 + hits)/(n_perm + 1)
     out.n_perm, out.exact = len(gaps), exact
     return out
+
 
 # %% ../nbs/06_corrgap.ipynb #d544ca37
 def rater_slots(dataset, # a `judgelab.data.Dataset` (or a dataset name)
@@ -764,6 +781,60 @@ def _p_predictive(obs, s, var=None, dof=None):
 
 
 # %% ../nbs/06_corrgap.ipynb #8089ce25
+def _canonical_order(P:dict, R_t, R_o, docs, ids)->tuple:
+    """(R_t, R_o, document codes, P, ids) in a canonical item order (by document, then by the items' ratings and scores): the
+    simulated draws then belong to the same items whatever the rows' order or the items' ids."""
+    n = len(R_t)
+    dcode = np.zeros(n, int) if docs is None else np.unique(np.asarray(docs), return_inverse=True)[1].ravel()
+    cols = np.column_stack([R_t, R_o] + list(P.values()))
+    order = np.lexsort(tuple(np.nan_to_num(cols, nan=np.inf).T[::-1]) + (dcode,))
+    return R_t[order], R_o[order], dcode[order], {k: v[order] for k, v in P.items()}, None if ids is None else np.asarray(ids)[order]
+
+def _null_refused(P:dict, names:list, R_t, R_o, min_agreement:float)->pd.DataFrame|None:
+    "The rows of a null that cannot be fitted (too few scores, or raters of t or o who do not agree), saying why; None when it can."
+    if not names or min(np.isfinite(R_t).sum(0).min(), np.isfinite(R_o).sum(0).min()) < 6:
+        return pd.DataFrame([dict(judge=k, n_sim=0, null_note='too few scores') for k in P])
+    K = R_t.shape[1]
+    agree = [np.nanmean(C[~np.eye(K, dtype=bool)]) for C in (_corr_pairwise(R_t), _corr_pairwise(R_o))]
+    if min(agree) >= min_agreement: return None
+    note = f'not identified: mean correlation between rater slots {agree[0]:.3f} (target), {agree[1]:.3f} (non-target) < {min_agreement}'
+    return pd.DataFrame([dict(judge=k, n_sim=0, null_note=note) for k in P])
+
+def _simulate_null(m:NullModel, P:dict, R_t, R_o, ids, clusters, n_sim:int, seed:int, method:str, bins, ties:str)->tuple:
+    """(sims, th, tr): per judge and simulation, the excess of a dataset simulated from the model fitted to a bootstrap
+    resample of `clusters` (NaN where the resample cannot be fitted), the parameters it was drawn from and those refitted to it."""
+    names, (n, K) = list(P), R_t.shape
+    rng = np.random.default_rng(seed + 1)
+    W = bootstrap_weights(clusters, n_sim, seed + 2)
+    sims = np.full((len(names), n_sim), np.nan); th = np.full((len(names), n_sim, 5), np.nan); tr = th.copy()
+    for b in range(n_sim):
+        idx = np.repeat(np.arange(n), W[b])
+        try: mb = fit_null({k: v[idx] for k, v in P.items()}, R_t[idx], R_o[idx], offset=m.offset)
+        except ValueError: continue                                  # a resample without 3 scores of some column
+        mb.masks = m.masks                                           # the data's items and missing cells
+        X = mb.observed(mb.gaussian(n, rng))[0]
+        sim = {k: X[:, 2*K + j] for j, k in enumerate(names)}
+        sims[:, b] = human_baseline(sim, X[:, :K], X[:, K:2*K], ids=ids, method=method, bins=bins, n_boot=0, ties=ties).excess.to_numpy()
+        try: mr = fit_null(sim, X[:, :K], X[:, K:2*K], offset=m.offset)
+        except ValueError: continue                                  # a simulated column with < 3 scores: no refit
+        th[:, b], tr[:, b] = _null_params(mb, names), _null_params(mr, names)   # drawn from, and refitted to, this dataset
+    return sims, th, tr
+
+def _null_row(k, m:NullModel, sims, th, tr, obs:float, keep_sims:bool)->dict:
+    "The null's row of judge `k` from its simulated excesses `sims` (and the parameters `th`, `tr` of `_null_spread`)."
+    s = sims[np.isfinite(sims)]
+    v_fit, p_fit = _null_spread(sims, th, tr)
+    var = max(s.var(ddof=1), v_fit) if len(s) > 1 else np.nan         # the wider: never narrower than the simulations
+    dof = len(s) - 1 - p_fit
+    row = dict(judge=k, reliability_ratio=m.reliability_ratio[k], judge_loading=m.lam[k], rater_loading=float(m.lt.mean()),
+               latent_rho=m.rho, halo=float(m.halo.mean()), excess=obs,
+               excess_null=float(s.mean()) if len(s) else np.nan, excess_null_sd=math.sqrt(var) if len(s) > 1 else np.nan,
+               excess_corrected=obs - s.mean() if len(s) else np.nan,
+               p_corrected=_p_predictive(obs, s, var, dof), p_corrected_mc=(1 + np.sum(s >= obs - 1e-12))/(len(s) + 1) if len(s) and np.isfinite(obs) else np.nan,
+               n_sim=len(s), null_dof=dof)
+    if keep_sims: row['sims'] = sims
+    return row
+
 def matched_null(preds, # judge scores for the target: an array, or {name: array}
                  R_t, R_o, # (n, K) individual human ratings, as in `human_baseline`
                  ids=None, method:str='spearman', bins='exact', ties:str='fractional',
@@ -792,56 +863,20 @@ def matched_null(preds, # judge scores for the target: an array, or {name: array
     Where the raters of t or o do not agree (mean correlation between rater slots below `min_agreement`) there is no latent
     score to fit: the row has `n_sim` 0 and says why (`null_note`)."""
     preds = preds if isinstance(preds, dict) else {'judge': preds}
-    R_t, R_o = np.asarray(R_t, float), np.asarray(R_o, float); n, K = R_t.shape
+    R_t, R_o = np.asarray(R_t, float), np.asarray(R_o, float)
+    n, K = R_t.shape
     if K < 2: raise ValueError("the null needs >= 2 rater slots per item")
-    P = {k: np.asarray(v, float) for k, v in preds.items()}
-    # a canonical item order (by document, then by the items' ratings and scores): the simulated draws then belong to the
-    # same items whatever the rows' order or the items' ids, so the null's numbers do not change when either does
-    dcode = np.zeros(n, int) if docs is None else np.unique(np.asarray(docs), return_inverse=True)[1].ravel()
-    cols = np.column_stack([R_t, R_o] + list(P.values()))
-    order = np.lexsort(tuple(np.nan_to_num(cols, nan=np.inf).T[::-1]) + (dcode,))
-    R_t, R_o, dcode = R_t[order], R_o[order], dcode[order]; P = {k: v[order] for k, v in P.items()}
-    ids = None if ids is None else np.asarray(ids)[order]
+    R_t, R_o, dcode, P, ids = _canonical_order({k: np.asarray(v, float) for k, v in preds.items()}, R_t, R_o, docs, ids)
     names = [k for k, v in P.items() if np.isfinite(v).sum() >= 6 and np.nanstd(v) > 0]     # a judge with scores that vary
-    if not names or min(np.isfinite(R_t).sum(0).min(), np.isfinite(R_o).sum(0).min()) < 6:
-        return pd.DataFrame([dict(judge=k, n_sim=0, null_note='too few scores') for k in P])
-    agree = [np.nanmean(C[~np.eye(K, dtype=bool)]) for C in (_corr_pairwise(R_t), _corr_pairwise(R_o))]
-    if not min(agree) >= min_agreement:        # raters who do not agree carry no latent score to fit (alpha near 0)
-        note = f'not identified: mean correlation between rater slots {agree[0]:.3f} (target), {agree[1]:.3f} (non-target) < {min_agreement}'
-        return pd.DataFrame([dict(judge=k, n_sim=0, null_note=note) for k in P])
+    refused = _null_refused(P, names, R_t, R_o, min_agreement)
+    if refused is not None: return refused
     if observed is None:
         observed = dict(zip(P, human_baseline(P, R_t, R_o, ids=ids, method=method, bins=bins, n_boot=0, ties=ties).excess))
     P = {k: P[k] for k in names}
     m = fit_null(P, R_t, R_o, seed=seed)
-    rng = np.random.default_rng(seed + 1)
-    W = bootstrap_weights(np.arange(n) if docs is None else dcode, n_sim, seed + 2)
-    sims = np.full((len(names), n_sim), np.nan); th = np.full((len(names), n_sim, 5), np.nan); tr = th.copy()
-    for b in range(n_sim):
-        idx = np.repeat(np.arange(n), W[b])
-        try: mb = fit_null({k: v[idx] for k, v in P.items()}, R_t[idx], R_o[idx], offset=m.offset)
-        except ValueError: continue                                  # a resample without 3 scores of some column
-        mb.masks = m.masks                                           # the data's items and missing cells
-        X = mb.observed(mb.gaussian(n, rng))[0]
-        hb = human_baseline({k: X[:, 2*K + j] for j, k in enumerate(names)}, X[:, :K], X[:, K:2*K], ids=ids, method=method,
-                            bins=bins, n_boot=0, ties=ties)
-        sims[:, b] = hb.excess.to_numpy()
-        try: mr = fit_null({k: X[:, 2*K + j] for j, k in enumerate(names)}, X[:, :K], X[:, K:2*K], offset=m.offset)
-        except ValueError: continue                                  # a simulated column with < 3 scores: no refit
-        th[:, b], tr[:, b] = _null_params(mb, names), _null_params(mr, names)   # drawn from, and refitted to, this dataset
-    rows = []
-    for j, k in enumerate(names):
-        s = sims[j][np.isfinite(sims[j])]; obs = observed.get(k, np.nan)
-        v_fit, p_fit = _null_spread(sims[j], th[j], tr[j])
-        var = max(s.var(ddof=1), v_fit) if len(s) > 1 else np.nan         # the wider: never narrower than the simulations
-        dof = len(s) - 1 - p_fit
-        row = dict(judge=k, reliability_ratio=m.reliability_ratio[k], judge_loading=m.lam[k], rater_loading=float(m.lt.mean()),
-                   latent_rho=m.rho, halo=float(m.halo.mean()), excess=obs,
-                   excess_null=float(s.mean()) if len(s) else np.nan, excess_null_sd=math.sqrt(var) if len(s) > 1 else np.nan,
-                   excess_corrected=obs - s.mean() if len(s) else np.nan,
-                   p_corrected=_p_predictive(obs, s, var, dof), p_corrected_mc=(1 + np.sum(s >= obs - 1e-12))/(len(s) + 1) if len(s) and np.isfinite(obs) else np.nan,
-                   n_sim=len(s), null_dof=dof)
-        if keep_sims: row['sims'] = sims[j]
-        rows.append(row)
+    clusters = np.arange(n) if docs is None else dcode
+    sims, th, tr = _simulate_null(m, P, R_t, R_o, ids, clusters, n_sim, seed, method, bins, ties)
+    rows = [_null_row(k, m, sims[j], th[j], tr[j], observed.get(k, np.nan), keep_sims) for j, k in enumerate(names)]
     rows += [dict(judge=k, n_sim=0) for k in preds if k not in names]
     return pd.DataFrame(rows)
 
@@ -1046,6 +1081,63 @@ def _mean_ci(boot, long, ci=0.95):
 WEIGHT_COLUMNS = ['w', 'w_lo', 'w_hi', 'p_w', 'w_note']   # `dependence_weight`'s estimate of the judge's weight on the non-target
 NULL_COLUMNS = ['reliability_ratio', 'excess_null', 'excess_null_sd', 'excess_corrected', 'p_corrected', 'p_corrected_mc', 'n_sim']
 
+def _audit_data(judgments:pd.DataFrame, ds, targets, baseline:bool, n_boot:int, seed:int)->tuple:
+    """(judges, their scores items x dimensions, human means, item ids, documents, targets, rater slots, bootstrap weights):
+    what every pair of `corrgap_audit` reads, the items in canonical order (the draws do not depend on row order or ids)."""
+    s = judgment_scores(as_judgments(judgments, ds))
+    judges = s[['judge', 'model']].drop_duplicates().values.tolist()
+    if not judges: raise ValueError("no judgments to audit")
+    wide = {(j, m): g.pivot(index='item_id', columns='dimension', values='score')
+            for (j, m), g in s.groupby(['judge', 'model'], sort=False)}
+    hm = ds.human_mean().reindex(canonical_items(ds, wide.values()))
+    wide = {k: w.reindex(hm.index) for k, w in wide.items()}
+    docs = ds.items.set_index('item_id').doc_id.reindex(hm.index).values
+    judged = [d for d in ds.spec.dim_names if any(d in w for w in wide.values())]
+    targets = [ds.dim(t).name for t in (targets or judged)]
+    slots = {d: rater_slots(ds, d).reindex(hm.index).values for d in ds.spec.dim_names} if baseline else {}
+    W = bootstrap_weights(docs, n_boot, seed) if baseline and n_boot else None
+    return judges, wide, hm, hm.index.values, docs, targets, slots, W
+
+def _audit_pair_list(ds, targets:list, others)->list:
+    "[(i, target, k, non-target)]: every target against every non-target (default: every other dimension except 'overall')."
+    return [(i, t, k, o) for i, t in enumerate(targets)
+            for k, o in enumerate([ds.dim(x).name for x in others] if others else [d for d in ds.spec.dim_names if d not in (t, 'overall')])
+            if o != t]
+
+def _pair_baselines(preds:dict, R_t, R_o, ids, docs, W, method:str, bins, ties:str, null:bool, n_sim:int, weight:bool, n_boot:int,
+                    seed:int, null_seed:int)->tuple:
+    "({judge: human baseline row}, {judge: matched null row} or None, {judge: dependence weight row} or None) of one pair."
+    hb = dict(zip(preds, human_baseline(preds, R_t, R_o, ids=ids, method=method, bins=bins, W=W, ties=ties, keep_boot=True).to_dict('records')))
+    mn = None
+    if null:
+        mn = {r['judge']: r for r in matched_null(preds, R_t, R_o, ids=ids, method=method, bins=bins, ties=ties, n_sim=n_sim,
+                                                   docs=docs, seed=null_seed, observed={jm: hb[jm]['excess'] for jm in preds}).to_dict('records')}
+    dw = None
+    if weight: dw = {r['judge']: r for r in dependence_weight(preds, R_t, R_o, docs=docs, n_boot=n_boot, seed=seed).to_dict('records')}
+    return hb, mn, dw
+
+def _audit_row(jm:tuple, t:str, o:str, r:CorrGapResult, hb, mn, dw)->dict:
+    "The row of judge `jm` for pair (t, o): the CorrGap `r`, then the human baseline, the null and the weight where computed."
+    row = dict(judge=jm[0], model=jm[1], target=t, other=o, **r.as_dict())
+    if hb is None: return row
+    b = hb[jm]
+    row.update({c: b[c] for c in ('gap_human', 'gap_judge_loo', 'excess', 'excess_lo', 'excess_hi', 'p_excess', 'k_raters')})
+    if mn is not None: row.update({c: mn[jm].get(c, np.nan) for c in NULL_COLUMNS + ['null_note']})
+    if dw is not None: row.update({c: dw[jm][c] for c in WEIGHT_COLUMNS})
+    return row
+
+def _audit_matrices(rows:dict, boots:dict, test, baseline:bool, null:bool, n_boot:int)->dict:
+    "{(judge, model): CorrGapMatrix} of the rows of each judge, with the BH-adjusted p-values over its pairs."
+    out = {}
+    for jm in rows:
+        if not rows[jm]: continue
+        long = pd.DataFrame(rows[jm])
+        long['p_bh'] = fdr_adjust(long.p.values, 'bh') if test else np.nan
+        if baseline: long['p_excess_bh'] = fdr_adjust(long.p_excess.values, 'bh')
+        if baseline and null: long['p_corrected_bh'] = fdr_adjust(long.p_corrected.values, 'bh')
+        out[jm] = CorrGapMatrix(long, *jm, boot=np.stack(boots[jm]) if baseline and n_boot else None)
+    return out
+
 def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (schema of judgelab.judgments), or a plain table item_id, dimension, score
                   dataset, # a `judgelab.data.Dataset` or a dataset name
                   targets=None, # target dimensions (default: all judged)
@@ -1061,57 +1153,24 @@ def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (sch
                   progress:bool=False, # a progress bar on stderr
                  )->dict: # {(judge, model): CorrGapMatrix}
     "CorrGap matrices of every judge in `judgments`; the human baseline is computed once per pair for all judges."
-    _check_ties(ties); ds = as_dataset(dataset)
-    s = judgment_scores(as_judgments(judgments, ds))
-    judges = s[['judge', 'model']].drop_duplicates().values.tolist()
-    if not judges: raise ValueError("no judgments to audit")
-    wide = {(j, m): g.pivot(index='item_id', columns='dimension', values='score')
-            for (j, m), g in s.groupby(['judge', 'model'], sort=False)}
-    hm = ds.human_mean().reindex(canonical_items(ds, wide.values())); ids = hm.index.values   # draws do not depend on row order or ids
-    wide = {k: w.reindex(hm.index) for k, w in wide.items()}
-    docs = ds.items.set_index('item_id').doc_id.reindex(hm.index).values
-    judged = [d for d in ds.spec.dim_names if any(d in w for w in wide.values())]
-    targets = [ds.dim(t).name for t in (targets or judged)]
-    slots = {d: rater_slots(ds, d).reindex(hm.index).values for d in ds.spec.dim_names} if baseline else {}
-    W = bootstrap_weights(docs, n_boot, seed) if baseline and n_boot else None
-    rows = {tuple(k): [] for k in judges}; boots = {tuple(k): [] for k in judges}
-    pairs = [(i, t, k, o) for i, t in enumerate(targets)
-             for k, o in enumerate([ds.dim(x).name for x in others] if others else [d for d in ds.spec.dim_names if d not in (t, 'overall')])
-             if o != t]
-    for i, t, k, o in tqdm(pairs, desc=f'CorrGap {ds.name}', disable=not progress, file=sys.stderr):
+    _check_ties(ties)
+    ds = as_dataset(dataset)
+    judges, wide, hm, ids, docs, targets, slots, W = _audit_data(judgments, ds, targets, baseline, n_boot, seed)
+    rows = {tuple(k): [] for k in judges}
+    boots = {tuple(k): [] for k in judges}
+    for i, t, k, o in tqdm(_audit_pair_list(ds, targets, others), desc=f'CorrGap {ds.name}', disable=not progress, file=sys.stderr):
         preds = {jm: w[t].values for jm, w in wide.items() if t in w}   # judges with judgments of t (all failed: NaN rows)
         if not preds: continue
-        hb = None
+        hb = mn = dw = None
         if baseline:
-            hb = dict(zip(preds, human_baseline(preds, slots[t], slots[o], ids=ids, method=method, bins=bins, W=W, ties=ties,
-                                                keep_boot=True).to_dict('records')))
-        mn = None
-        if baseline and null:
-            mn = {r['judge']: r for r in matched_null(preds, slots[t], slots[o], ids=ids, method=method, bins=bins, ties=ties, n_sim=n_sim,
-                                                       docs=docs, seed=seed + 1000*i + k, observed={jm: hb[jm]['excess'] for jm in preds}).to_dict('records')}
-        dw = None
-        if baseline and weight:
-            dw = {r['judge']: r for r in dependence_weight(preds, slots[t], slots[o], docs=docs, n_boot=n_boot, seed=seed).to_dict('records')}
+            hb, mn, dw = _pair_baselines(preds, slots[t], slots[o], ids, docs, W, method, bins, ties, null, n_sim, weight, n_boot,
+                                         seed, seed + 1000*i + k)
         for jm, pred in preds.items():
             r = corrgap(pred, hm[t].values, hm[o].values, ids=ids, method=method, control=control, bins=bins,
                         test=test, n_perm=n_perm, seed=seed + 1000*i + k, ties=ties)
-            row = dict(judge=jm[0], model=jm[1], target=t, other=o, **r.as_dict())
-            if hb is not None:
-                b = hb[jm]
-                row.update({c: b[c] for c in ('gap_human', 'gap_judge_loo', 'excess', 'excess_lo', 'excess_hi', 'p_excess', 'k_raters')})
-                boots[jm].append(b['boot'] if len(b['boot']) else np.zeros(0))
-                if mn is not None: row.update({c: mn[jm].get(c, np.nan) for c in NULL_COLUMNS + ['null_note']})
-                if dw is not None: row.update({c: dw[jm][c] for c in WEIGHT_COLUMNS})
-            rows[jm].append(row)
-    out = {}
-    for jm in rows:
-        if not rows[jm]: continue
-        long = pd.DataFrame(rows[jm])
-        long['p_bh'] = fdr_adjust(long.p.values, 'bh') if test else np.nan
-        if baseline: long['p_excess_bh'] = fdr_adjust(long.p_excess.values, 'bh')
-        if baseline and null: long['p_corrected_bh'] = fdr_adjust(long.p_corrected.values, 'bh')
-        out[jm] = CorrGapMatrix(long, *jm, boot=np.stack(boots[jm]) if baseline and n_boot else None)
-    return out
+            rows[jm].append(_audit_row(jm, t, o, r, hb, mn, dw))
+            if hb is not None: boots[jm].append(hb[jm]['boot'] if len(hb[jm]['boot']) else np.zeros(0))
+    return _audit_matrices(rows, boots, test, baseline, null, n_boot)
 
 def corrgap_matrix(judgments:pd.DataFrame, # judgments (schema of judgelab.judgments) or a plain table item_id, dimension, score; filtered to one judge below
                    dataset, # a `judgelab.data.Dataset` or a dataset name
