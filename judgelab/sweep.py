@@ -39,14 +39,16 @@ def workdir()->Path:
 
 def _wd(p)->str:
     "A path as the workflow names it: relative to `workdir()` when inside it (so recorded provenance has no machine paths)."
-    p = Path(p).resolve(); wd = workdir()
+    p = Path(p).resolve()
+    wd = workdir()
     try: return str(p.relative_to(wd))
     except ValueError: return str(p)
 
 #| export
 def _wd_all(files)->list:
     "`_wd` of many paths at once (the working directory resolved once)."
-    wd = workdir(); out = []
+    wd = workdir()
+    out = []
     for f in files:
         p = Path(os.path.abspath(f))
         out.append(str(p.relative_to(wd)) if p.is_relative_to(wd) else str(p))
@@ -99,6 +101,7 @@ class RunResult:
 
 FINISHED = ('ok', 'degraded')   # the statuses of a run that ran to its end (a degraded one is kept, and reported)
 
+# %% ../nbs/12b_sweep.ipynb #f13b7c91
 def _kernel(name:str)->str:
     from jupyter_client.kernelspec import KernelSpecManager
     return name if name in KernelSpecManager().find_kernel_specs() else 'python3'
@@ -117,6 +120,7 @@ def thread_budget(jobs:int, # runs executed at once (`-j`)
     "Threads per run so that `jobs` runs at once never use more than the machine's cores (at least 1)."
     return max(1, (cores or os.cpu_count() or 1)//max(1, jobs))
 
+# %% ../nbs/12b_sweep.ipynb #f4acb5b2
 def thread_env(threads:int, environ=None)->dict:
     "Thread limits for a run's kernel (llama.cpp, OpenMP, BLAS); a limit already set in the environment is kept."
     environ = os.environ if environ is None else environ
@@ -128,14 +132,17 @@ def thread_env(threads:int, environ=None)->dict:
 PAPERMILL_MAIN = ("import sys; sys.modules.update(dict.fromkeys(('rfc3987_syntax', 'pyarrow'))); "
                   "from papermill.cli import papermill; papermill(prog_name='papermill')")
 
+# %% ../nbs/12b_sweep.ipynb #2e0f4840
 def execute_run(r:Run, kernel:str='judgelab', timeout:float|None=None,
                 threads:int|None=None, # thread budget of this run (None: no limits set)
                )->RunResult:
     "Execute one run with papermill in a subprocess (its outputs go to `outputs/<run id>/`); on success, mark the notebook."
     import nbformat
-    r.notebook.parent.mkdir(parents=True, exist_ok=True); r.out_dir.mkdir(parents=True, exist_ok=True)
+    r.notebook.parent.mkdir(parents=True, exist_ok=True)
+    r.out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile('w', suffix='.yaml', delete=False) as f:
-        yaml.safe_dump(r.parameters, f); pfile = f.name
+        yaml.safe_dump(r.parameters, f)
+        pfile = f.name
     # paths relative to the repository root where possible: executed notebooks are committed and read elsewhere
     tpl = str(r.template) if resource_name(r.template) else _show(r.template)  # an installed template: its own path
     cmd = [sys.executable, '-c', PAPERMILL_MAIN, tpl, _show(r.notebook), '-f', pfile, '-k', _kernel(kernel),
@@ -144,7 +151,8 @@ def execute_run(r:Run, kernel:str='judgelab', timeout:float|None=None,
     env = {**os.environ, 'JUDGELAB_ROOT': str(paths.root),  # the kernel starts in the template's folder, outside an installed judgelab's root
            'JUDGELAB_RUN': _show(r.notebook), 'JUDGELAB_RUN_ID': r.id, 'PYTHONUNBUFFERED': '1',
            **(thread_env(threads) if threads else {})}
-    t0 = time.perf_counter(); started = time.time()
+    t0 = time.perf_counter()
+    started = time.time()
     try:
         with open(r.log, 'w') as log:
             rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=paths.root).returncode
@@ -159,10 +167,12 @@ def execute_run(r:Run, kernel:str='judgelab', timeout:float|None=None,
     nbformat.write(nb, r.notebook)
     return RunResult(r, h['status'], dt, health=h['status'], problems=h['problems'])
 
+# %% ../nbs/12b_sweep.ipynb #4506371a
 def failed_notebook(r:Run)->Path:
     "Where a failed run's executed notebook (with its traceback) is kept."
     return r.notebook.with_name(r.notebook.stem + '.failed.ipynb')
 
+# %% ../nbs/12b_sweep.ipynb #ffc2ec50
 def execute_rule(sweep:Sweep, run_id:str, threads:int|None=None, timeout:float|None=None):
     "What a Snakemake rule runs: one run of the sweep; raises on failure so that Snakemake records it (and skips what needs it)."
     r = next(r for r in sweep.runs if r.id == run_id)
@@ -172,7 +182,6 @@ def execute_rule(sweep:Sweep, run_id:str, threads:int|None=None, timeout:float|N
         # with the traceback, is kept beside them as <id>.failed.ipynb
         if r.notebook.exists(): r.notebook.replace(failed_notebook(r))
         raise RuntimeError(f"run {run_id} failed: {res.error} (notebook {_show(failed_notebook(r))}, log {_show(r.log)})")
-
 
 # %% ../nbs/12b_sweep.ipynb #4c9b9428
 def _server_resources(sweep:Sweep)->dict:
@@ -192,7 +201,9 @@ def snakemake_command(sweep:Sweep, # a loaded sweep
                       extra:list|None=None, # more Snakemake arguments
                      )->list:
     "Write the Snakefile and its config under `.snakemake/judgelab/`, and return the `snakemake` command line for the sweep."
-    wd = workdir(); d = wd/'.snakemake'/'judgelab'; d.mkdir(parents=True, exist_ok=True)
+    wd = workdir()
+    d = wd/'.snakemake'/'judgelab'
+    d.mkdir(parents=True, exist_ok=True)
     (d/'Snakefile').write_text(SNAKEFILE)
     cfg = dict(sweep=str(Path(sweep.path).resolve()), threads=thread_budget(jobs), timeout=timeout,
                set=getattr(sweep, 'overrides', None) or {}, match=getattr(sweep, 'match', None) or {})
@@ -242,7 +253,8 @@ def _status(r:Run, t0:float)->RunResult:
 def prune_metadata()->list:
     "Remove Snakemake's provenance records of outputs that no longer exist (renamed or deleted runs); returns the paths."
     import base64
-    md = workdir()/'.snakemake'/'metadata'; gone = []
+    md = workdir()/'.snakemake'/'metadata'
+    gone = []
     if not md.exists(): return gone
     for f in md.rglob('*'):
         if not f.is_file(): continue
@@ -250,17 +262,22 @@ def prune_metadata()->list:
         try: target = base64.urlsafe_b64decode(name.encode()).decode()
         except Exception: continue
         p = Path(target) if Path(target).is_absolute() else workdir()/target
-        if not p.exists(): f.unlink(); gone.append(target)
+        if not p.exists():
+            f.unlink()
+            gone.append(target)
     return gone
 
+# %% ../nbs/12b_sweep.ipynb #c8cb3afe
 def foreign_results(r:Run)->list:
     "Other runs' results inside a run's folders: a run folder (one with a manifest) below its output folder, or executed notebooks below `papermill_runs/<id>/`."
     found = sorted(p.parent for p in r.out_dir.glob('*/**/manifest.jsonl')) if r.out_dir.is_dir() else []
     nbs = paths.runs/r.id
     return found + (sorted(nbs.glob('**/*.ipynb')) if nbs.is_dir() else [])
 
+# %% ../nbs/12b_sweep.ipynb #783ccac4
 class SweepLocked(RuntimeError): "Snakemake's lock on the working directory is held (a running sweep, or a killed one's leftover)."
 
+# %% ../nbs/12b_sweep.ipynb #0a9e1043
 def unlock(sweep:Sweep|str|Path)->None:
     """Remove the lock a killed sweep left (`snakemake --unlock`); its unfinished runs are rerun by the next call. Refused
     (`SweepLocked`, naming it) while the sweep that holds the lock runs: `take_lock` checks the holder's processes."""
@@ -269,6 +286,7 @@ def unlock(sweep:Sweep|str|Path)->None:
     try: subprocess.run(snakemake_command(sweep, extra=['--unlock']), cwd=workdir(), env=_snakemake_env(), check=True, capture_output=True)
     finally: release_lock(me)
 
+# %% ../nbs/12b_sweep.ipynb #9beb366d
 def run_sweep(sweep:Sweep|str|Path, jobs:int=1, force:bool=False, only:list|None=None, progress:bool=True,
               timeout:float|None=None, executor:str|None=None, profile:str|None=None, gpus:int=1, extra:list|None=None,
              )->list:
@@ -294,7 +312,9 @@ def run_sweep(sweep:Sweep|str|Path, jobs:int=1, force:bool=False, only:list|None
                               stderr=None if progress else subprocess.STDOUT, text=True) as proc:
             _note_lock(me, snakemake_pid=proc.pid, snakemake_pid_start=_proc_start(proc.pid))   # it outlives a killed judgelab
             try: stdout, _ = proc.communicate()
-            except BaseException: proc.kill(); raise
+            except BaseException:
+                proc.kill()
+                raise
     finally: release_lock(me)
     out = [_status(r, t0) for r in runs]
     if proc.returncode != 0 and all(r.status in (*FINISHED, 'done') for r in out):
@@ -304,12 +324,12 @@ def run_sweep(sweep:Sweep|str|Path, jobs:int=1, force:bool=False, only:list|None
     if any(r.status in FINISHED for r in out): write_outputs_index()
     return out
 
-
 # %% ../nbs/12b_sweep.ipynb #83fdd082
 def lock_record()->Path:
     "Where `run_sweep` records the sweep holding the working directory."
     return workdir()/'.snakemake'/'judgelab'/'lock.json'
 
+# %% ../nbs/12b_sweep.ipynb #979b7afa
 def _proc_start(pid)->str|None:
     "When process `pid` started (Linux: clock ticks since boot, from /proc), to tell it from a later process with the same PID; None where unknown."
     try: return Path(f'/proc/{int(pid)}/stat').read_text().rsplit(')', 1)[1].split()[19]
@@ -317,7 +337,9 @@ def _proc_start(pid)->str|None:
 
 def _pid_alive(pid, start=None)->bool:
     "Whether process `pid` runs on this host (a zombie or a later process given the same PID does not count)."
-    try: pid = int(pid); os.kill(pid, 0)
+    try:
+        pid = int(pid)
+        os.kill(pid, 0)
     except (ProcessLookupError, ValueError, TypeError, OverflowError): return False
     except PermissionError: pass
     try:
@@ -337,6 +359,7 @@ def lock_holder()->dict|None:
     if h.get('host') != socket.gethostname(): return {**h, 'alive': None}
     return {**h, 'alive': any(_pid_alive(h[k], h.get(f'{k}_start')) for k in ('pid', 'snakemake_pid') if h.get(k))}
 
+# %% ../nbs/12b_sweep.ipynb #99b59c35
 def _holder(h:dict)->str:
     started = time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(h['started'])) if isinstance(h.get('started'), (int, float)) else '?'
     return (f"sweep {h.get('sweep', '?')} ({h.get('config', '?')}), PID {h.get('pid', '?')} on host {h.get('host', '?')}, started {started}"
@@ -344,7 +367,8 @@ def _holder(h:dict)->str:
 
 def take_lock(sweep:Sweep)->dict:
     "Record this process as the one holding the working directory (atomically); `SweepLocked` naming the holder while a live one has it (a dead holder's record is replaced)."
-    f = lock_record(); f.parent.mkdir(parents=True, exist_ok=True)
+    f = lock_record()
+    f.parent.mkdir(parents=True, exist_ok=True)
     me = dict(pid=os.getpid(), pid_start=_proc_start(os.getpid()), host=socket.gethostname(), started=time.time(), sweep=sweep.name, config=_show(sweep.path))
     for _ in range(3):
         try: fd = os.open(f, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -357,15 +381,19 @@ def take_lock(sweep:Sweep)->dict:
             if h['alive'] is None:
                 raise SweepLocked(f"{_show(workdir())} is held by {_holder(h)}, which cannot be checked from here (another host, or an unreadable record). "
                                   f"Once it no longer runs, delete {_show(f)} and try again")
-            f.unlink(missing_ok=True); continue           # a killed sweep's record
+            f.unlink(missing_ok=True)
+            continue           # a killed sweep's record
         with os.fdopen(fd, 'w') as out: json.dump(me, out)
         return me
     raise SweepLocked(f"{_show(workdir())}: could not take the lock {_show(f)} (other sweeps keep taking it); try again")
 
+# %% ../nbs/12b_sweep.ipynb #4dd1f030
 def _note_lock(me:dict, **more):
     "Add `more` (the Snakemake process) to this process's record."
-    me.update(more); tmp = lock_record().with_suffix(f'.{os.getpid()}.tmp')
-    tmp.write_text(json.dumps(me)); os.replace(tmp, lock_record())
+    me.update(more)
+    tmp = lock_record().with_suffix(f'.{os.getpid()}.tmp')
+    tmp.write_text(json.dumps(me))
+    os.replace(tmp, lock_record())
 
 def release_lock(me:dict):
     "Remove the record when it is this process's."
@@ -380,9 +408,11 @@ def summary_table(results:list)->'pd.DataFrame':
                               notebook=_show(r.run.notebook), error=r.error, health=r.health, problems='; '.join(r.problems)) for r in results],
                         columns=['experiment', 'run', 'status', 'seconds', 'notebook', 'error', 'health', 'problems'])
 
+# %% ../nbs/12b_sweep.ipynb #3653326d
 def _write_summary(sweep, results):
     "papermill_runs/sweeps/<sweep>.json: the latest status of every run of the sweep (a partial call updates its own runs only; a run it skipped as current keeps the record of the call that ran it)."
-    out = paths.runs/'sweeps'/f'{sweep.name}.json'; out.parent.mkdir(parents=True, exist_ok=True)
+    out = paths.runs/'sweeps'/f'{sweep.name}.json'
+    out.parent.mkdir(parents=True, exist_ok=True)
     old = {}
     if out.exists():
         try: old = {r['run']: r for r in json.loads(out.read_text()).get('runs', [])}
@@ -398,7 +428,8 @@ def _write_summary(sweep, results):
 
 def format_summary(results:list)->str:
     "The text printed at the end of a sweep: counts, then each failure with its notebook, log and error, and each degraded run with its problems."
-    t = summary_table(results); c = t.status.value_counts().to_dict() if len(t) else {}
+    t = summary_table(results)
+    c = t.status.value_counts().to_dict() if len(t) else {}
     bad = [r for r in results if r.health == 'degraded']
     s = (f"{len(t)} runs: {c.get('ok', 0) + c.get('degraded', 0)} ran, {c.get('done', 0)} already done (skipped), {c.get('failed', 0)} failed"
          + (f", {c['blocked']} not run (a needed run failed)" if c.get('blocked') else '')
@@ -412,6 +443,7 @@ def format_summary(results:list)->str:
             s += f"\n  {r.status.upper()} {r.run}\n    notebook: {nb}\n    log: {_show(res.run.log)}\n    error: {r.error}"
     return s
 
+# %% ../nbs/12b_sweep.ipynb #54effa9c
 def _finished(r:Run)->bool:
     "Whether a run's notebook records a successful finish (a killed run leaves a partial notebook without it)."
     import nbformat
@@ -439,4 +471,3 @@ def dry_run(sweep:Sweep|str|Path, force:bool=False, only:list|None=None)->'pd.Da
         out.append(dict(experiment=r.experiment, run=r.id, state=state, reason='' if state == 'done' else status,
                         resources=', '.join(f'{k}={v}' for k, v in r.resources.items()) or '-', notebook=_show(r.notebook)))
     return pd.DataFrame(out, columns=['experiment', 'run', 'state', 'reason', 'resources', 'notebook'])
-

@@ -17,13 +17,60 @@ from .methods import check_options
 
 
 # %% auto #0
-__all__ = ['MAX_SWEEP_BYTES', 'MAX_YAML_NODES', 'MAX_YAML_DEPTH', 'MAX_RUNS', 'TEMPLATE_DIRS_VAR', 'ConfigError',
-           'load_yaml_lines', 'safe_yaml', 'slug', 'Run', 'assign_ids', 'variant_name', 'check_nesting',
-           'template_dirs', 'template_allowed', 'Sweep', 'parse_assignments', 'load_sweep']
+__all__ = ['MAX_SWEEP_BYTES', 'MAX_YAML_NODES', 'MAX_YAML_DEPTH', 'MAX_RUNS', 'TEMPLATE_DIRS_VAR', 'ConfigError', 'safe_yaml',
+           'load_yaml_lines', 'slug', 'Run', 'assign_ids', 'variant_name', 'check_nesting', 'template_dirs',
+           'template_allowed', 'Sweep', 'parse_assignments', 'load_sweep']
 
 # %% ../nbs/12_sweep_config.ipynb #c8b4891f
 class ConfigError(ValueError): "A sweep file that cannot run; the message names the file and line."
 
+# %% ../nbs/12_sweep_config.ipynb #fb277478
+MAX_SWEEP_BYTES = 1_000_000   # a sweep file's size (the shipped configs have about 8 kB)
+MAX_YAML_NODES = 100_000      # values of a sweep file with every alias expanded (the shipped configs have under 2,000)
+MAX_YAML_DEPTH = 50           # mappings and lists inside one another
+
+def _expanded_size(node, where)->int:
+    """The number of values of a composed YAML node with every alias expanded, counted on the node graph (each node
+    once, so in time linear in the file): a `ConfigError` at a recursive alias, past `MAX_YAML_DEPTH` or past `MAX_YAML_NODES`."""
+    sizes, open_ = {}, set()
+    def size(n, depth):
+        if id(n) in sizes: return sizes[id(n)]
+        line = n.start_mark.line + 1
+        if id(n) in open_:
+            raise ConfigError(f"{where}:{line}: a recursive alias (an anchored value that holds an alias to itself); an alias may repeat a value, not nest it in itself")
+        if depth > MAX_YAML_DEPTH: raise ConfigError(f"{where}:{line}: values nested more than {MAX_YAML_DEPTH} levels deep (judgelab.sweep_config.MAX_YAML_DEPTH)")
+        open_.add(id(n))
+        kids = [x for kv in n.value for x in kv] if isinstance(n, yaml.MappingNode) else n.value if isinstance(n, yaml.SequenceNode) else []
+        s = 1
+        for c in kids:
+            s += size(c, depth + 1)
+            if s > MAX_YAML_NODES:
+                raise ConfigError(f"{where}:{line}: this value expands to more than {MAX_YAML_NODES:,} values (with its aliases expanded); "
+                                  f"a sweep file may hold at most {MAX_YAML_NODES:,} (judgelab.sweep_config.MAX_YAML_NODES)")
+        open_.discard(id(n))
+        sizes[id(n)] = s
+        return s
+    return size(node, 0)
+
+# %% ../nbs/12_sweep_config.ipynb #7b7733c7
+def safe_yaml(text:str, # YAML text
+              where, # what to name in errors: the file, or a command-line option
+             )->tuple: # (object, its composed node), (None, None) for an empty document
+    "YAML `text` read with PyYAML's safe loader, its expanded size bounded (`_expanded_size`) before any value is built."
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None: return None, None
+        _expanded_size(node, where)
+        return loader.construct_document(node), node
+    except yaml.YAMLError as e:
+        mark = getattr(e, 'problem_mark', None)
+        raise ConfigError(f"{where}:{mark.line + 1 if mark else '?'}: not valid YAML: {getattr(e, 'problem', e)}") from None
+    except RecursionError:     # nesting deeper than PyYAML's composer can follow
+        raise ConfigError(f"{where}: values nested too deeply to read (at most {MAX_YAML_DEPTH} levels: judgelab.sweep_config.MAX_YAML_DEPTH)") from None
+    finally: loader.dispose()
+
+# %% ../nbs/12_sweep_config.ipynb #89ceb90c
 def _node_lines(node, path=(), out=None)->dict:
     "{path tuple: 1-based line} for every value of a composed YAML node (a mapping key's own line for its value)."
     out = {} if out is None else out
@@ -60,51 +107,6 @@ def load_yaml_lines(path:str|Path)->tuple:
     if node is not None: _duplicate_key(node, path)
     return obj, (_node_lines(node) if node is not None else {})
 
-# %% ../nbs/12_sweep_config.ipynb #fb277478
-MAX_SWEEP_BYTES = 1_000_000   # a sweep file's size (the shipped configs have about 8 kB)
-MAX_YAML_NODES = 100_000      # values of a sweep file with every alias expanded (the shipped configs have under 2,000)
-MAX_YAML_DEPTH = 50           # mappings and lists inside one another
-
-def _expanded_size(node, where)->int:
-    """The number of values of a composed YAML node with every alias expanded, counted on the node graph (each node
-    once, so in time linear in the file): a `ConfigError` at a recursive alias, past `MAX_YAML_DEPTH` or past `MAX_YAML_NODES`."""
-    sizes, open_ = {}, set()
-    def size(n, depth):
-        if id(n) in sizes: return sizes[id(n)]
-        line = n.start_mark.line + 1
-        if id(n) in open_:
-            raise ConfigError(f"{where}:{line}: a recursive alias (an anchored value that holds an alias to itself); an alias may repeat a value, not nest it in itself")
-        if depth > MAX_YAML_DEPTH: raise ConfigError(f"{where}:{line}: values nested more than {MAX_YAML_DEPTH} levels deep (judgelab.sweep_config.MAX_YAML_DEPTH)")
-        open_.add(id(n))
-        kids = [x for kv in n.value for x in kv] if isinstance(n, yaml.MappingNode) else n.value if isinstance(n, yaml.SequenceNode) else []
-        s = 1
-        for c in kids:
-            s += size(c, depth + 1)
-            if s > MAX_YAML_NODES:
-                raise ConfigError(f"{where}:{line}: this value expands to more than {MAX_YAML_NODES:,} values (with its aliases expanded); "
-                                  f"a sweep file may hold at most {MAX_YAML_NODES:,} (judgelab.sweep_config.MAX_YAML_NODES)")
-        open_.discard(id(n)); sizes[id(n)] = s
-        return s
-    return size(node, 0)
-
-# %% ../nbs/12_sweep_config.ipynb #7b7733c7
-def safe_yaml(text:str, # YAML text
-              where, # what to name in errors: the file, or a command-line option
-             )->tuple: # (object, its composed node), (None, None) for an empty document
-    "YAML `text` read with PyYAML's safe loader, its expanded size bounded (`_expanded_size`) before any value is built."
-    loader = yaml.SafeLoader(text)
-    try:
-        node = loader.get_single_node()
-        if node is None: return None, None
-        _expanded_size(node, where)
-        return loader.construct_document(node), node
-    except yaml.YAMLError as e:
-        mark = getattr(e, 'problem_mark', None)
-        raise ConfigError(f"{where}:{mark.line + 1 if mark else '?'}: not valid YAML: {getattr(e, 'problem', e)}") from None
-    except RecursionError:     # nesting deeper than PyYAML's composer can follow
-        raise ConfigError(f"{where}: values nested too deeply to read (at most {MAX_YAML_DEPTH} levels: judgelab.sweep_config.MAX_YAML_DEPTH)") from None
-    finally: loader.dispose()
-
 # %% ../nbs/12_sweep_config.ipynb #420ca91c
 def _show(p)->str:
     "A path relative to the repository root when it is inside it (an installed judgelab's own files: their path in the repository)."
@@ -126,6 +128,7 @@ def slug(v)->str:
     if isinstance(v, (list, tuple)): return '-'.join(slug(x) for x in v)
     return judgment_slug(v)
 
+# %% ../nbs/12_sweep_config.ipynb #995f8fb2
 def _hash(v, n:int=6)->str: return hashlib.sha256(json.dumps(v, sort_keys=True, default=str).encode()).hexdigest()[:n]
 
 def _model_slug(p:dict)->str:
@@ -159,13 +162,13 @@ class Run:
     @property
     def resources(self)->dict:
         "What must not overlap: one in-process llama.cpp model (`llm`), one GPU per vLLM run (`gpu`), a server's slots."
-        p = self.effective; b = p.get('backend')
+        p = self.effective
+        b = p.get('backend')
         if b is None: return {}
         if b == 'llamacpp': return {'llm': 1}
         if b == 'vllm': return {'gpu': int((p.get('backend_options') or {}).get('tensor_parallel_size', 1))}
         return {f"server_{_hash(p.get('base_url', ''), 8)}": 1}
     def __repr__(self): return f"Run({self.id})"
-
 
 # %% ../nbs/12_sweep_config.ipynb #51fa72cb
 _NOT_IN_ID = ('runs',) # filled in by the sweep from `needs`: the run's inputs, not its parameters
@@ -192,7 +195,8 @@ def assign_ids(runs:list, # the runs of one experiment, in file order
     `key-value` while short, and a 6-character hash of the rest (the values that do not fit in a name)."""
     exp = runs[0].experiment if runs else ''
     if len(runs) == 1:
-        runs[0].id = f'{sweep}/{exp}'; return runs
+        runs[0].id = f'{sweep}/{exp}'
+        return runs
     heads = [_base(r.effective) for r in runs]
     groups = {}
     for r, h in zip(runs, heads): groups.setdefault(tuple(h), []).append(r)
@@ -211,11 +215,13 @@ def assign_ids(runs:list, # the runs of one experiment, in file order
         r.id = f'{sweep}/{exp}/{n}' + (f'__{_hash(own(r))}' if spelled.count(n) > 1 else '')
     return runs
 
+# %% ../nbs/12_sweep_config.ipynb #e931da71
 def variant_name(changed:dict, # the parameters a `--set` changes in a run, with their new values
                 )->str:
     "The suffix that marks a run changed by `--set`: 'set-' then the short `key-value`s and a 6-character hash of the rest."
     return 'set-' + '__'.join(_name_parts(dict(sorted(changed.items()))))
 
+# %% ../nbs/12_sweep_config.ipynb #18457117
 def check_nesting(ids:list)->None:
     "A `ConfigError` when one run's folder would hold another run's (Snakemake clears a run's folder before it runs it)."
     known = set(ids)
@@ -223,7 +229,6 @@ def check_nesting(ids:list)->None:
         parts = b.split('/')
         for a in ('/'.join(parts[:i]) for i in range(1, len(parts))):
             if a in known: raise ConfigError(f"run {a!r} would write outputs/{a}/, which holds the folder of run {b!r}")
-
 
 # %% ../nbs/12_sweep_config.ipynb #ef4acf3b
 _TOP_TYPES = dict(name=(str, 'a string (letters, digits, _, -, .)'), description=(str, 'a string'), kernel=(str, "a string (a Jupyter kernel's name)"),
@@ -277,6 +282,7 @@ def template_dirs()->list:
     extra = [Path(p).expanduser() for p in os.environ.get(TEMPLATE_DIRS_VAR, '').split(os.pathsep) if p.strip()]
     return list(dict.fromkeys(Path(d).resolve() for d in [paths.root, *([RESOURCES] if RESOURCES else []), *extra]))
 
+# %% ../nbs/12_sweep_config.ipynb #8c22167f
 def template_allowed(p:str|Path)->bool:
     "Whether template `p` (resolved: `..` and symbolic links followed) lies in one of `template_dirs()`."
     p = Path(p).resolve()
@@ -302,6 +308,7 @@ class Sweep:
     def __len__(self): return len(self.runs)
     def experiments(self)->list: return list(dict.fromkeys(r.experiment for r in self.runs))
 
+# %% ../nbs/12_sweep_config.ipynb #6c6f05d1
 def _grids(grid)->list:
     if grid is None: return [{}]
     return grid if isinstance(grid, list) else [grid]
@@ -337,7 +344,8 @@ def _check_value(err, key, value, at, declared, params):
     if key == 'methods' and isinstance(value, list):
         for m in value:
             if not isinstance(m, dict) or not isinstance(m.get('method'), str):
-                err(at, f"each of 'methods' is a mapping with a 'method' (and optional 'options', 'dims', 'n_items'), not {m!r}"); continue
+                err(at, f"each of 'methods' is a mapping with a 'method' (and optional 'options', 'dims', 'n_items'), not {m!r}")
+                continue
             try: check_options(m['method'], m.get('options'), params['dataset'] if isinstance(params.get('dataset'), str) and params['dataset'] in D.DATASETS else None)   # values too (a published source)
             except (ValueError, TypeError) as e: err(at, str(e).replace('Unknown', 'unknown', 1))
     if key in ('backend', 'backend_options') and (key == 'backend' or isinstance(value, dict)):
@@ -356,6 +364,7 @@ def parse_assignments(items)->dict:
         except ConfigError as e: raise ConfigError(f"{it!r}: the value is not valid YAML ({e})") from None
     return out
 
+# %% ../nbs/12_sweep_config.ipynb #abe9d3a8
 def _line_at(lines:dict, at:tuple)->int:
     "The nearest recorded line of the sweep file for a path tuple."
     while at and at not in lines: at = at[:-1]

@@ -41,7 +41,8 @@ def _judgelab_imports(tree, inside:bool=False)->set:
 @functools.lru_cache(maxsize=None)
 def _module_imports_at(path:str, mtime:int)->frozenset: return frozenset(_judgelab_imports(ast.parse(Path(path).read_text()), inside=True))
 def _module_imports(m:str)->frozenset:
-    p = LIB/f'{m}.py'; return _module_imports_at(str(p), p.stat().st_mtime_ns)
+    p = LIB/f'{m}.py'
+    return _module_imports_at(str(p), p.stat().st_mtime_ns)
 
 def code_inputs(template:str|Path)->list:
     "The judgelab modules a template imports, directly or through other judgelab modules: a change to any of them makes its runs stale."
@@ -62,7 +63,8 @@ def _code_inputs(template:str, *stamps)->tuple:
     while todo:
         m = todo.pop()
         if m in seen: continue
-        seen.add(m); todo |= _module_imports(m)
+        seen.add(m)
+        todo |= _module_imports(m)
     return tuple(LIB/f'{m}.py' for m in sorted(seen))
 
 
