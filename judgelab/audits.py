@@ -292,13 +292,21 @@ def _ci(x, lo, hi): return f'{x:.2f} [{lo:.2f}, {hi:.2f}]'
 
 LOW_AGREEMENT = 0.45   # below it the excess is not calibrated for judges less noisy than a rater (corrgap_noise)
 
+def _rests_on(row:dict, b, status:str, null:bool=False)->None:
+    "Record in a verdict's `row` its status and the pair `b` it rests on: the excess and CorrGap columns, and with `null` the matched null's."
+    row.update(status=status, other=b.other)
+    row.update(excess=b.excess, excess_lo=b.excess_lo, excess_hi=b.excess_hi, p_excess_bh=b.p_excess_bh, gap=b.gap,
+               p_bh=b.get('p_bh', np.nan), gap_human=b.gap_human)
+    if null: row.update(reliability_ratio=b.reliability_ratio, excess_null=b.excess_null, excess_corrected=b.excess_corrected,
+                        p_corrected_bh=b.p_corrected_bh)
+
 def _verdict_null(t:str, g:pd.DataFrame, row:dict, alpha:float)->str:
     "The verdict text of target `t` from its pairs `g` with a human baseline and a reliability-matched null; `row` updated with the pair it rests on."
     sig = g[(g.p_corrected_bh < alpha) & (g.excess_corrected > 0)].sort_values('excess_corrected', ascending=False)
     plain = g[(g.p_excess_bh < alpha) & (g.excess > 0)].sort_values('excess', ascending=False)
     if len(sig):
         b = sig.iloc[0]
-        row.update(status='dependence beyond human raters', other=b.other)
+        _rests_on(row, b, 'dependence beyond human raters', null=True)
         text = (f'{t} leans on {b.other} beyond human raters and beyond what its reliability explains: corrected excess '
                 f'{b.excess_corrected:.2f} (excess {b.excess:.2f} minus the {b.excess_null:.2f} a judge {b.reliability_ratio:.1f}x as '
                 f'reliable as one rater shows without dependence), adjusted p {_p(b.p_corrected_bh)}')
@@ -306,19 +314,16 @@ def _verdict_null(t:str, g:pd.DataFrame, row:dict, alpha:float)->str:
         if len(sig) > 1: text += '; also on ' + ', '.join(f'{r.other} ({r.excess_corrected:.2f}, p {_p(r.p_corrected_bh)})' for r in sig.iloc[1:].itertuples())
     elif len(plain):
         b = plain.iloc[0]
-        row.update(status='excess not beyond the reliability-matched null', other=b.other)
+        _rests_on(row, b, 'excess not beyond the reliability-matched null', null=True)
         text = (f'{t}: the excess on {b.other} ({_ci(b.excess, b.excess_lo, b.excess_hi)}, adjusted p {_p(b.p_excess_bh)}) does not stand '
                 f'out against judges {b.reliability_ratio:.1f}x as reliable as one rater with no dependence (they show '
                 f'{b.excess_null:+.2f}, sd {b.excess_null_sd:.2f}): corrected excess {b.excess_corrected:.2f}, adjusted p {_p(b.p_corrected_bh)}, '
                 f'so it is not read as dependence')
     else:
         b = g.loc[g.excess_corrected.idxmax()] if g.excess_corrected.notna().any() else g.iloc[0]
-        row.update(status='no dependence detected', other=b.other)
+        _rests_on(row, b, 'no dependence detected', null=True)
         text = (f'{t}: no sign of dependence (largest corrected excess {b.excess_corrected:.2f} on {b.other}, adjusted p '
                 f'{_p(b.p_corrected_bh)}; reliability {b.reliability_ratio:.1f}x one rater)')
-    row.update(excess=b.excess, excess_lo=b.excess_lo, excess_hi=b.excess_hi, p_excess_bh=b.p_excess_bh, gap=b.gap,
-               p_bh=b.get('p_bh', np.nan), gap_human=b.gap_human, reliability_ratio=b.reliability_ratio, excess_null=b.excess_null,
-               excess_corrected=b.excess_corrected, p_corrected_bh=b.p_corrected_bh)
     return text
 
 def _verdict_base(t:str, g:pd.DataFrame, row:dict, alpha:float)->str:
@@ -327,23 +332,21 @@ def _verdict_base(t:str, g:pd.DataFrame, row:dict, alpha:float)->str:
     raw = g[g.p_bh < alpha].sort_values('gap', ascending=False) if 'p_bh' in g and not len(sig) else g.iloc[:0]
     if len(sig):
         b = sig.iloc[0]
-        row.update(status='dependence beyond human raters', other=b.other)
+        _rests_on(row, b, 'dependence beyond human raters')
         text = (f'{t} leans on {b.other} beyond human raters: excess CorrGap {_ci(b.excess, b.excess_lo, b.excess_hi)}, '
                 f'adjusted p {_p(b.p_excess_bh)}')
         if len(sig) > 1: text += '; also on ' + ', '.join(f'{r.other} ({r.excess:.2f}, p {_p(r.p_excess_bh)})' for r in sig.iloc[1:].itertuples())
     elif len(raw):
         b = raw.iloc[0]
-        row.update(status='raw CorrGap not beyond the human baseline', other=b.other)
+        _rests_on(row, b, 'raw CorrGap not beyond the human baseline')
         text = (f'{t}: no significant dependence beyond human raters: the raw CorrGap on {b.other} ({b.gap:.2f}, adjusted p '
                 f"{_p(b.p_bh)}) exceeds individual raters' ({b.gap_human:.2f}) by {_ci(b.excess, b.excess_lo, b.excess_hi)}, "
                 f'adjusted p {_p(b.p_excess_bh)}')
     else:
         b = g.loc[g.excess.idxmax()] if g.excess.notna().any() else g.iloc[0]
-        row.update(status='no dependence detected', other=b.other)
+        _rests_on(row, b, 'no dependence detected')
         text = (f'{t}: no sign of dependence (largest excess {_ci(b.excess, b.excess_lo, b.excess_hi)} on {b.other}, '
                 f'adjusted p {_p(b.p_excess_bh)})')
-    row.update(excess=b.excess, excess_lo=b.excess_lo, excess_hi=b.excess_hi, p_excess_bh=b.p_excess_bh, gap=b.gap,
-               p_bh=b.get('p_bh', np.nan), gap_human=b.gap_human)
     return text
 
 def _verdict_caveats(t:str, g:pd.DataFrame, agreement, has_base:bool, has_null:bool)->list:

@@ -37,14 +37,19 @@ def embedded_model_path()->Path:
     if not p.exists(): raise BackendError(f"{EMBEDDED_PACKAGE} is installed but {p} is missing; reinstall it.")
     return p
 
+# %% ../nbs/02a_backends.ipynb #57e53263
 def _file_identity(path:Path)->str:
     "sha256 of a weights file, memoised on (path, size, mtime) in outputs/cache/model_hashes.json."
-    st = path.stat(); memo = paths.cache/'model_hashes.json'; k = f'{path.resolve()}|{st.st_size}|{int(st.st_mtime)}'
+    st = path.stat()
+    memo = paths.cache/'model_hashes.json'
+    k = f'{path.resolve()}|{st.st_size}|{int(st.st_mtime)}'
     try: d = json.loads(memo.read_text())
     except Exception: d = {}
     if k not in d:
         d[k] = sha256_file(path)
-        try: memo.parent.mkdir(parents=True, exist_ok=True); memo.write_text(json.dumps(d, indent=1))
+        try:
+            memo.parent.mkdir(parents=True, exist_ok=True)
+            memo.write_text(json.dumps(d, indent=1))
         except OSError: pass
     return d[k]
 
@@ -81,7 +86,8 @@ class LlamaCppBackend(Backend):
         self.state_cache_mb = state_cache_mb if reorder else 0          # reorder=False: every request from scratch
         self.prompt_tokens_evaluated = 0       # prompt tokens the model evaluated on the token-by-token path (the rest came from a kept state)
         self.n_threads = n_threads or _env_threads() or os.cpu_count() or 1   # the env var: the sweep's budget, parallel test workers
-        self._llm = {}; self._lock = threading.Lock()
+        self._llm = {}
+        self._lock = threading.Lock()
     @staticmethod
     def validate(n_ctx=4096, n_batch=512, state_cache_mb=1024, **_):
         "Option values checked before anything is built (the sweep checks a sweep file with it)."
@@ -129,54 +135,84 @@ class LlamaCppBackend(Backend):
         res = self._formatter(llm)(messages=msgs, **(r.chat_options or {}))
         prompt = res.prompt + (r.messages[-1]['content'] if r.continue_final else '')
         return prompt, ([res.stop] if isinstance(res.stop, str) else list(res.stop or [])), getattr(res, 'added_special', False)
-    def _call_logprobs(self, job):
-        "Generation token by token from the last position's logits only (no logits_all): logprob requests (with `score_tokens`: their logprobs from the full distribution at every position), `stop_pattern`, prefilled answers, template options."
-        r = job.request; llm = self.llm(False); t0 = time.perf_counter()
-        prompt, tstop, special = self._render(llm, r)
-        toks = llm.tokenize(prompt.encode('utf-8'), add_bos=not special, special=True)
-        if len(toks) + r.max_tokens > self.n_ctx: raise BackendError(f"prompt ({len(toks)} tokens) + max_tokens exceeds n_ctx={self.n_ctx}")
+    def _eval_prompt(self, llm, toks:list)->None:
+        """Evaluate a prompt's tokens after the longest prefix already in the context, or in a kept state that shares more of
+        it (the reply this request continues); at least one token is evaluated, so the first step has fresh logits."""
         n = llm.longest_token_prefix(llm.input_ids[:llm.n_tokens], toks)
-        if llm.cache is not None and n < len(toks) - 1:       # a kept state that shares more of the prompt (the reply this request continues)
+        if llm.cache is not None and n < len(toks) - 1:
             try: st = llm.cache[toks]
             except KeyError: st = None
             if st is not None and llm.longest_token_prefix(st.input_ids[:st.n_tokens], toks) > n:
-                llm.load_state(st); n = llm.longest_token_prefix(llm.input_ids[:llm.n_tokens], toks)
-        n = min(n, len(toks) - 1)                              # at least one token evaluated: fresh logits for the first step
-        llm.n_tokens = n; llm.eval(toks[n:]); self.prompt_tokens_evaluated += len(toks) - n
-        nv = llm.n_vocab(); eos = llm.token_eos(); rng = np.random.default_rng(job.seed)
+                llm.load_state(st)
+                n = llm.longest_token_prefix(llm.input_ids[:llm.n_tokens], toks)
+        n = min(n, len(toks) - 1)
+        llm.n_tokens = n
+        llm.eval(toks[n:])
+        self.prompt_tokens_evaluated += len(toks) - n
+    @staticmethod
+    def _next_token(lsm, allowed, out:list, step:int, eos:int, r, rng)->int|None:
+        """The next token from the log-probabilities `lsm`: with `choice`, only a continuation of an allowed string (None when
+        one is complete and none goes on); greedy at temperature 0, else drawn from the nucleus (`top_p`) of the tempered distribution."""
+        masked = lsm
+        if allowed is not None:
+            nxt = {seq[step] for seq in allowed if len(seq) > step and seq[:step] == out}
+            done = any(seq == out for seq in allowed)
+            if not nxt and done: return None
+            masked = np.full(len(lsm), -np.inf)
+            idx = list(nxt) + ([eos] if done else [])
+            masked[idx] = lsm[idx]
+        if r.temperature == 0: return int(np.argmax(masked))
+        z = masked/r.temperature
+        p = np.exp(z - z.max())
+        p /= p.sum()
+        order = np.argsort(-p)
+        keep = order[:max(1, int(np.searchsorted(np.cumsum(p[order]), r.top_p) + 1))]
+        pk = p[keep]/p[keep].sum()
+        return int(rng.choice(keep, p=pk))
+    @staticmethod
+    def _token_logprobs(llm, tok:int, lsm, top_logprobs:int, score_ids:list)->dict:
+        "A generated token's record: its text and logprob, the `top_logprobs` most likely tokens, and the score tokens' logprobs from the full distribution."
+        piece = lambda t: llm.detokenize([t]).decode('utf-8', errors='replace')
+        k = max(1, top_logprobs)
+        top = np.argpartition(-lsm, k)[:k]
+        top = top[np.argsort(-lsm[top])]
+        rec = dict(token=piece(tok), logprob=float(lsm[tok]), top=[[piece(int(t)), float(lsm[t])] for t in top[:top_logprobs]])
+        if score_ids: rec['scores'] = [[p_, float(lsm[t])] for t, p_ in score_ids]
+        return rec
+    @staticmethod
+    def _stop_at(text:str, stops:list, stop_re)->str|None:
+        "The reply when generation stops at `text`: up to the first stop string in it, or whole once it matches `stop_pattern`; None to go on."
+        hit = [s_ for s_ in stops if s_ and s_ in text]
+        if hit: return text[:min(text.index(s_) for s_ in hit)]
+        if stop_re is not None and stop_re.search(text): return text       # e.g. the score has been written: no need to go on
+        return None
+    def _call_logprobs(self, job):
+        "Generation token by token from the last position's logits only (no logits_all): logprob requests (with `score_tokens`: their logprobs from the full distribution at every position), `stop_pattern`, prefilled answers, template options."
+        r = job.request
+        llm = self.llm(False)
+        t0 = time.perf_counter()
+        prompt, tstop, special = self._render(llm, r)
+        toks = llm.tokenize(prompt.encode('utf-8'), add_bos=not special, special=True)
+        if len(toks) + r.max_tokens > self.n_ctx: raise BackendError(f"prompt ({len(toks)} tokens) + max_tokens exceeds n_ctx={self.n_ctx}")
+        self._eval_prompt(llm, toks)
+        nv, eos, rng = llm.n_vocab(), llm.token_eos(), np.random.default_rng(job.seed)
         stops = list(r.stop) + tstop
         allowed = [llm.tokenize(c.encode('utf-8'), add_bos=False, special=False) for c in r.choice] if r.choice else None
         out, lps, finish = [], [], 'length'
-        piece = lambda t: llm.detokenize([t]).decode('utf-8', errors='replace')
         score_ids = self._score_ids(llm, r.score_tokens)
         stop_re = re.compile(r.stop_pattern) if r.stop_pattern is not None else None
         for step in range(r.max_tokens):
             logits = np.array(np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(nv,)), dtype=np.float64)
-            lse = logits.max() + np.log(np.exp(logits - logits.max()).sum()); lsm = logits - lse
-            masked = lsm
-            if allowed is not None:
-                nxt = {seq[step] for seq in allowed if len(seq) > step and seq[:step] == out}
-                done = any(seq == out for seq in allowed)
-                if not nxt and done: finish = 'stop'; break
-                m = np.full(nv, -np.inf); idx = list(nxt) + ([eos] if done else []); m[idx] = lsm[idx]; masked = m
-            if r.temperature == 0: tok = int(np.argmax(masked))
-            else:
-                z = masked/r.temperature; p = np.exp(z - z.max()); p /= p.sum()
-                order = np.argsort(-p); keep = order[:max(1, int(np.searchsorted(np.cumsum(p[order]), r.top_p) + 1))]
-                pk = p[keep]/p[keep].sum(); tok = int(rng.choice(keep, p=pk))
-            k = max(1, r.top_logprobs); top = np.argpartition(-lsm, k)[:k]; top = top[np.argsort(-lsm[top])]
-            if tok == eos: finish = 'stop'; break
+            lse = logits.max() + np.log(np.exp(logits - logits.max()).sum())
+            lsm = logits - lse
+            tok = self._next_token(lsm, allowed, out, step, eos, r, rng)
+            if tok is None or tok == eos:
+                finish = 'stop'
+                break
             out.append(tok)
-            if r.logprobs:
-                lps.append(dict(token=piece(tok), logprob=float(lsm[tok]), top=[[piece(int(t)), float(lsm[t])] for t in top[:r.top_logprobs]]))
-                if score_ids: lps[-1]['scores'] = [[p_, float(lsm[t])] for t, p_ in score_ids]   # the full distribution's score tokens
-            text = llm.detokenize(out).decode('utf-8', errors='replace')
-            hit = [s_ for s_ in stops if s_ and s_ in text]
-            if hit:
-                text = text[:min(text.index(s_) for s_ in hit)]; finish = 'stop'
-                return Choice(text, finish, len(out), len(toks), time.perf_counter() - t0, lps if r.logprobs else None, job.sample)
-            if stop_re is not None and stop_re.search(text):       # e.g. the score has been written: no need to go on
-                return Choice(text, 'stop', len(out), len(toks), time.perf_counter() - t0, lps if r.logprobs else None, job.sample)
+            if r.logprobs: lps.append(self._token_logprobs(llm, tok, lsm, r.top_logprobs, score_ids))
+            text = self._stop_at(llm.detokenize(out).decode('utf-8', errors='replace'), stops, stop_re)
+            if text is not None: return Choice(text, 'stop', len(out), len(toks), time.perf_counter() - t0, lps if r.logprobs else None, job.sample)
             llm.eval([tok])
         text = llm.detokenize(out).decode('utf-8', errors='replace')
         return Choice(text, finish, len(out), len(toks), time.perf_counter() - t0, lps if r.logprobs else None, job.sample)
@@ -206,7 +242,8 @@ class LlamaCppBackend(Backend):
                                          stop=list(r.stop) or None, grammar=grammar,
                                          logprobs=r.logprobs or None, top_logprobs=(r.top_logprobs or None) if r.logprobs else None)
         dt = time.perf_counter() - t0
-        ch = out['choices'][0]; usage = out.get('usage') or {}
+        ch = out['choices'][0]
+        usage = out.get('usage') or {}
         return Choice(ch['message'].get('content') or '', ch.get('finish_reason'), usage.get('completion_tokens', 0),
                       usage.get('prompt_tokens', 0), dt, _openai_logprobs(ch.get('logprobs')), job.sample)
     def run_jobs(self, jobs, progress=True):
@@ -221,7 +258,8 @@ def _what(x)->str:
     "What a JSON value is, in words, with a short repr (for an error message)."
     kind = {dict: 'an object', list: 'a list', str: 'a string', bool: 'a boolean', type(None): 'null'}.get(type(x))
     if kind is None: kind = 'a number' if isinstance(x, numbers.Number) else type(x).__name__
-    r = repr(x); return kind if x is None else f"{kind} {r if len(r) <= 40 else r[:37] + '...'}"
+    r = repr(x)
+    return kind if x is None else f"{kind} {r if len(r) <= 40 else r[:37] + '...'}"
 
 def _logprob(x, where:str)->float|None:
     "A log-probability as a float (None stays None); anything else, NaN and infinities included, is a ValueError naming `where`."
@@ -276,7 +314,8 @@ def redact_secret(text, # any text (converted with str)
     "`text` with every run of pieces of `secret` (at least `min_piece` characters each) replaced by [REDACTED]."
     text = str(text)
     if not secret: return text
-    k = min(min_piece, len(secret)); spans = []
+    k = min(min_piece, len(secret))
+    spans = []
     for m in _pieces(secret, k).finditer(text):
         i = m.start()
         if spans and i <= spans[-1][1]: spans[-1][1] = i + k       # overlapping or touching: one run
@@ -294,7 +333,9 @@ class _Deadline:
     "A whole-request deadline: `seconds` after it is made, every socket it watches is shut down (`expired` says it happened)."
     def __init__(self, seconds:float):
         self.seconds, self.end, self.expired, self._socks, self._lock = seconds, time.monotonic() + seconds, False, [], threading.Lock()
-        self._timer = threading.Timer(seconds, self._expire); self._timer.daemon = True; self._timer.start()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
     def left(self)->float: return max(0.001, self.end - time.monotonic())
     def passed(self)->bool:
         "Whether the deadline has passed: the timer fired, or the clock says so (a socket's own timeout can beat a late timer thread)."
@@ -318,20 +359,29 @@ class _Watched:
         self.deadline = deadline
         self._create_connection = lambda addr, timeout=None, source=None: deadline.watch(socket.create_connection(addr, deadline.left(), source))
     def connect(self):
-        super().connect(); self.deadline.watch(self.sock)          # the TLS socket, for https
+        super().connect()
+        self.deadline.watch(self.sock)          # the TLS socket, for https
 
 class _HTTPConnection(_Watched, http.client.HTTPConnection):
-    def __init__(self, *a, deadline, **kw): super().__init__(*a, **kw); self._wire(deadline)
+    def __init__(self, *a, deadline, **kw):
+        super().__init__(*a, **kw)
+        self._wire(deadline)
 
 class _HTTPSConnection(_Watched, http.client.HTTPSConnection):
-    def __init__(self, *a, deadline, **kw): super().__init__(*a, **kw); self._wire(deadline)
+    def __init__(self, *a, deadline, **kw):
+        super().__init__(*a, **kw)
+        self._wire(deadline)
 
 class _DeadlineHTTPHandler(urllib.request.HTTPHandler):
-    def __init__(self, deadline): super().__init__(); self.deadline = deadline
+    def __init__(self, deadline):
+        super().__init__()
+        self.deadline = deadline
     def http_open(self, req): return self.do_open(functools.partial(_HTTPConnection, deadline=self.deadline), req)
 
 class _DeadlineHTTPSHandler(urllib.request.HTTPSHandler):
-    def __init__(self, deadline): super().__init__(); self.deadline = deadline
+    def __init__(self, deadline):
+        super().__init__()
+        self.deadline = deadline
     def https_open(self, req): return self.do_open(functools.partial(_HTTPSConnection, deadline=self.deadline), req, context=self._context)
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -360,14 +410,16 @@ def _timed_out(e:Exception)->bool:
 
 def _fetch(url:str, data:bytes|None=None, headers:dict|None=None, timeout:float=120, limit:int|None=None)->tuple:
     "(status, headers, body) of one request (a POST of `data`, else a GET): no redirect followed, all of it within `timeout` seconds."
-    limit = limit or MAX_REPLY_BYTES; dl = _Deadline(timeout)
+    limit = limit or MAX_REPLY_BYTES
+    dl = _Deadline(timeout)
     opener = urllib.request.build_opener(_NoRedirect, _DeadlineHTTPHandler(dl), _DeadlineHTTPSHandler(dl))
     req = urllib.request.Request(url, data=data, headers=headers or {}, method='GET' if data is None else 'POST')
     try:
         try: resp = opener.open(req, timeout=dl.left())
         except urllib.error.HTTPError as e: resp = e                  # 3xx, 4xx, 5xx: status, headers and a capped body
         with resp:
-            code = resp.code; size = str(resp.headers.get('Content-Length') or '').strip()
+            code = resp.code
+            size = str(resp.headers.get('Content-Length') or '').strip()
             if code < 300 and size.isdigit() and int(size) > limit: raise _TooLarge(limit, int(size))
             body = _read_upto(resp, limit + 1 if code < 300 else MAX_ERROR_BYTES) if getattr(resp, 'fp', None) else b''
         if dl.expired: raise TimeoutError
@@ -382,7 +434,8 @@ def _fetch(url:str, data:bytes|None=None, headers:dict|None=None, timeout:float=
 # %% ../nbs/02a_backends.ipynb #a2c0736e
 def _reply_choice(out:dict, seconds:float, sample:int=0)->Choice:
     "The sample of a chat-completions reply (`out['choices'][0]` is an object); a field of the wrong type is a ValueError naming it."
-    ch = out['choices'][0]; msg = ch.get('message')
+    ch = out['choices'][0]
+    msg = ch.get('message')
     if msg is None: msg = {}
     if not isinstance(msg, dict): raise ValueError(f"choices[0].message is {_what(msg)}, not an object")
     text = msg.get('content')
@@ -405,10 +458,14 @@ def _reply_choice(out:dict, seconds:float, sample:int=0)->Choice:
 # %% ../nbs/02a_backends.ipynb #52e11eef
 class _Retryable(Exception):
     "A failure worth retrying (timeouts, connection errors, 408/409/429/5xx); `retry_after`: the server's Retry-After in seconds."
-    def __init__(self, msg, retry_after=None): super().__init__(msg); self.retry_after = retry_after
+    def __init__(self, msg, retry_after=None):
+        super().__init__(msg)
+        self.retry_after = retry_after
 class _Refused(Exception):
     "A non-retryable HTTP status for one request: recorded on that request's sample, the others go on."
-    def __init__(self, msg, code=None, detail=''): super().__init__(msg); self.code, self.detail = code, detail
+    def __init__(self, msg, code=None, detail=''):
+        super().__init__(msg)
+        self.code, self.detail = code, detail
 
 RETRY_STATUS = frozenset({408, 409, 429}) # and every 5xx
 MAX_RETRY_AFTER = 120.0                   # seconds: a longer Retry-After is capped here
@@ -496,7 +553,8 @@ class OpenAIBackend(Backend):
         if self.constraint_style != 'auto': return self.constraint_style
         with self._lock:
             if self._kind is None or (not self._final and time.monotonic() - self._probed > PROBE_RETRY_S):
-                self._kind, how, self._final = self._probe(); self._probed = time.monotonic()
+                self._kind, how, self._final = self._probe()
+                self._probed = time.monotonic()
                 self.compat.update(server=self._kind, how=how)
             return self._kind
     def _style(self, kind=None)->str:
@@ -516,14 +574,19 @@ class OpenAIBackend(Backend):
         if r.continue_final and style != 'vllm': raise RequestError("continuing a prefilled answer needs a vLLM server (continue_final_message)")
     def body(self, job, kind=None)->dict:
         "The JSON body of one sample's request (`kind`: the server kind to write it for; default: what is known of this one)."
-        r = job.request; style = self._style(kind)
+        r = job.request
+        style = self._style(kind)
         b = dict(model=self.model, messages=r.messages, max_tokens=r.max_tokens, temperature=r.temperature, top_p=r.top_p, n=1)
         if job.seed is not None: b['seed'] = job.seed
         if r.stop: b['stop'] = list(r.stop)
-        if r.logprobs: b['logprobs'] = True; b['top_logprobs'] = r.top_logprobs
+        if r.logprobs:
+            b['logprobs'] = True
+            b['top_logprobs'] = r.top_logprobs
         if style == 'strict': return b                                              # OpenAI's fields only: choice= is left to the caller's parser
         if r.chat_options: b['chat_template_kwargs'] = dict(r.chat_options)         # vLLM's and llama.cpp's servers read it
-        if r.continue_final: b['continue_final_message'] = True; b['add_generation_prompt'] = False
+        if r.continue_final:
+            b['continue_final_message'] = True
+            b['add_generation_prompt'] = False
         if style == 'vllm':
             if r.choice: b['structured_outputs'] = {'choice': list(r.choice)}
             if r.regex: b['structured_outputs'] = {'regex': r.regex}
@@ -533,7 +596,9 @@ class OpenAIBackend(Backend):
     def _say(self, what, msg):
         "Queue a warning, once per backend for each kind of compatibility event (the counts go on in `compat`); `run_jobs` gives it."
         with self._lock:
-            if what not in self._said: self._said.add(what); self._pending.append(msg)
+            if what not in self._said:
+                self._said.add(what)
+                self._pending.append(msg)
     def _flush(self):
         with self._lock: msgs, self._pending = self._pending, []
         for m in msgs: warnings.warn(m, stacklevel=3)
@@ -547,7 +612,8 @@ class OpenAIBackend(Backend):
         key = os.environ.get(self.api_key_env)
         if not key or len(key) < MIN_SECRET_PIECE: return ch      # a placeholder key (vLLM's EMPTY): not looked for in replies
         r = lambda s: s if s is None else redact_secret(s, key)
-        text = r(ch.text); lps = [dict(t, token=r(t['token']), top=[[r(a), l] for a, l in t['top']]) for t in ch.logprobs or []] or ch.logprobs
+        text = r(ch.text)
+        lps = [dict(t, token=r(t['token']), top=[[r(a), l] for a, l in t['top']]) for t in ch.logprobs or []] or ch.logprobs
         if text != ch.text or lps != ch.logprobs:
             self._say('echo', f"{self.base_url}: a reply contained a piece of the API key (${self.api_key_env}); it was replaced by [REDACTED] before caching")
             ch.text, ch.logprobs = text, lps
@@ -583,7 +649,9 @@ class OpenAIBackend(Backend):
         last = None
         for attempt in range(self.max_retries + 1):
             try:
-                t0 = time.perf_counter(); out = self._post(body, job.index); return out, time.perf_counter() - t0
+                t0 = time.perf_counter()
+                out = self._post(body, job.index)
+                return out, time.perf_counter() - t0
             except _Retryable as e:
                 last = e
                 if attempt < self.max_retries:
@@ -604,7 +672,8 @@ class OpenAIBackend(Backend):
         why = f' ({need} needs a vLLM server)' if need else ''
         return Choice('', 'error', sample=job.sample, error=self.redact(f'{self.base_url} refused request {job.index}: {e}{why}'))
     def _one(self, job):
-        r = job.request; kind = self._kind if self.constraint_style == 'auto' else None
+        r = job.request
+        kind = self._kind if self.constraint_style == 'auto' else None
         if kind == 'strict' and _vendor_need(r):           # learnt while this batch ran: not sent again
             return self._refusal(job, f"it takes no request fields beyond OpenAI's ({self.compat['how']})", _vendor_need(r))
         body = self.body(job, kind)
@@ -613,7 +682,8 @@ class OpenAIBackend(Backend):
             if not (self.constraint_style == 'auto' and kind in (None, 'unknown') and self._rejects_vendor(e, body)): return self._refusal(job, e)
             with self._lock:
                 if self._kind != 'strict': self.compat['rejected'] = str(e)[:300]
-                self._kind, self._final = 'strict', True; self.compat.update(server='strict', how='it refused vLLM request fields (HTTP 400)')
+                self._kind, self._final = 'strict', True
+                self.compat.update(server='strict', how='it refused vLLM request fields (HTTP 400)')
                 self.compat['fallbacks'] += 1
             self._say('fallback', f"{self.base_url} refused request fields beyond OpenAI's ({str(e)[:200]}): this backend sends OpenAI's fields "
                                   "only from now on (constraint_style='vllm' or 'llamacpp' to insist; see backend.compat)")
@@ -636,12 +706,16 @@ class OpenAIBackend(Backend):
             bar = tqdm(total=len(futs), desc=f'openai ({self.model})', disable=not progress or len(futs) < 2, leave=False)
             try:
                 for f in as_completed(futs):
-                    res = f.result(); self._flush()
-                    yield futs[f].index, res; bar.update()
+                    res = f.result()
+                    self._flush()
+                    yield futs[f].index, res
+                    bar.update()
             except BaseException:
                 for f in futs: f.cancel()
                 raise
-            finally: bar.close(); self._flush()
+            finally:
+                bar.close()
+                self._flush()
 
 # %% ../nbs/02a_backends.ipynb #5cf6c0e3
 def vllm_chat_kwargs(r:Request)->dict:
@@ -649,6 +723,7 @@ def vllm_chat_kwargs(r:Request)->dict:
     return dict(add_generation_prompt=not r.continue_final, continue_final_message=bool(r.continue_final),
                 chat_template_kwargs=dict(r.chat_options) if r.chat_options else None)
 
+# %% ../nbs/02a_backends.ipynb #6c703f0e
 def vllm_sampling_kwargs(job:Job)->dict:
     "Keyword arguments of `vllm.SamplingParams` for one sample (structured outputs given as a plain dict)."
     r = job.request
@@ -660,6 +735,7 @@ def vllm_sampling_kwargs(job:Job)->dict:
     if r.grammar: kw['structured_outputs'] = dict(grammar=r.grammar)
     return kw
 
+# %% ../nbs/02a_backends.ipynb #92539693
 def to_sampling_params(kw:dict):
     "Build a real `vllm.SamplingParams` from `vllm_sampling_kwargs` (needs vllm)."
     from vllm import SamplingParams
@@ -668,10 +744,12 @@ def to_sampling_params(kw:dict):
     if 'structured_outputs' in kw: kw['structured_outputs'] = StructuredOutputsParams(**kw['structured_outputs'])
     return SamplingParams(**kw)
 
+# %% ../nbs/02a_backends.ipynb #7c9447a8
 def choice_from_vllm(out, # a vllm RequestOutput
                      sample:int=0, top_logprobs:int=0, seconds:float=0.0)->Choice:
     "Map one vLLM `RequestOutput` (first CompletionOutput) to a `Choice`."
-    o = out.outputs[0]; lps = None
+    o = out.outputs[0]
+    lps = None
     if getattr(o, 'logprobs', None):
         lps = []
         for tid, pos in zip(o.token_ids, o.logprobs):
@@ -681,6 +759,7 @@ def choice_from_vllm(out, # a vllm RequestOutput
                             top=[[a.decoded_token, a.logprob] for a in alts]))
     return Choice(o.text, o.finish_reason, len(o.token_ids), len(out.prompt_token_ids or []), seconds, lps, sample)
 
+# %% ../nbs/02a_backends.ipynb #cd18d9a9
 class VLLMBackend(Backend):
     "Offline vLLM on GPUs (`vllm.LLM.chat`)."
     name = 'vllm'

@@ -30,11 +30,14 @@ def _id_order(ids):
 
 def divergence(gt_t, gt_o)->np.ndarray:
     "D_i = |u(gt_t)_i - u(gt_o)_i| with percentiles u = (avgrank - 0.5)/n."
-    gt_t = np.asarray(gt_t, float); gt_o = np.asarray(gt_o, float); n = len(gt_t)
+    gt_t = np.asarray(gt_t, float)
+    gt_o = np.asarray(gt_o, float)
+    n = len(gt_t)
     return np.abs(ss.rankdata(gt_t) - ss.rankdata(gt_o))/n   # the 0.5/n offsets cancel; exact on the rank scale
 
 TIES = ('fractional', 'id')
 
+# %% ../nbs/06_corrgap.ipynb #ecf51da4
 def _check_ties(ties):
     if ties not in TIES: raise ValueError(f"ties must be 'fractional' (the default) or 'id', not {ties!r}")
 
@@ -47,7 +50,8 @@ def _share(w, # (n,) each item's weight before the cut
     out = np.zeros(len(w))
     for g in np.unique(grp):
         ix = np.flatnonzero(grp == g)
-        _, run = np.unique(-key[ix], return_inverse=True); run = run.ravel()      # runs of equal key, descending
+        _, run = np.unique(-key[ix], return_inverse=True)
+        run = run.ravel()      # runs of equal key, descending
         T = np.bincount(run, weights=w[ix])                                       # weight of each run
         R = quota[g] - (np.cumsum(T) - T)                                         # places left where the run starts
         f = np.where(T <= R + 1e-9, 1.0, np.clip(R, 0, None)/np.where(T > 0, T, 1))
@@ -62,17 +66,21 @@ def split_groups(gt_t, gt_o,
                 )->dict:
     "High- (H) and low-divergence (L) groups before and after distribution control: indices (`H`, `L`) and each item's weight in each group (`wH`, `wL`)."
     _check_ties(ties)
-    gt_t = np.asarray(gt_t, float); n = len(gt_t)
-    D = divergence(gt_t, gt_o); Dr = np.round(D*n*2).astype(np.int64)       # 2|rank diff|: exact integers
+    gt_t = np.asarray(gt_t, float)
+    n = len(gt_t)
+    D = divergence(gt_t, gt_o)
+    Dr = np.round(D*n*2).astype(np.int64)       # 2|rank diff|: exact integers
     k = n//2
     if ties == 'fractional':
         one = np.zeros(n, int)
         wH, wL = _share(np.ones(n), Dr, one, [k]), _share(np.ones(n), -Dr, one, [k])   # H: the largest D, L: the smallest
         out = dict(D=D, H_raw=np.flatnonzero(wH > 0), L_raw=np.flatnonzero(wL > 0), wH_raw=wH, wL_raw=wL)
         if control:
-            b = _bins(gt_t, bins); s = np.unique(b, return_inverse=True)[1].ravel()
+            b = _bins(gt_t, bins)
+            s = np.unique(b, return_inverse=True)[1].ravel()
             m = np.minimum(np.bincount(s, wH), np.bincount(s, wL))              # each stratum's weight in each group
-            wH, wL = _share(wH, Dr, s, m), _share(wL, -Dr, s, m); out['bins'] = b
+            wH, wL = _share(wH, Dr, s, m), _share(wL, -Dr, s, m)
+            out['bins'] = b
         else: out['strata'] = np.zeros(n, int)
         out.update(H=np.flatnonzero(wH > 0), L=np.flatnonzero(wL > 0), wH=wH, wL=wL)
         return out
@@ -85,14 +93,18 @@ def split_groups(gt_t, gt_o,
         b = _bins(gt_t, bins)
         Hk, Lk = [], []
         for v in np.unique(b):
-            Hb = H[b[H] == v]; Lb = L[b[L] == v]; m = min(len(Hb), len(Lb))
+            Hb = H[b[H] == v]
+            Lb = L[b[L] == v]
+            m = min(len(Hb), len(Lb))
             Hk += list(Hb[np.lexsort((idr[Hb], -Dr[Hb]))][:m])       # H keeps its largest D
             Lk += list(Lb[np.lexsort((idr[Lb], Dr[Lb]))][:m])        # L keeps its smallest D
         out.update(H=np.sort(np.array(Hk, int)), L=np.sort(np.array(Lk, int)), bins=b)
     for g, w in (('H', 'wH'), ('L', 'wL')):
-        out[w] = np.zeros(n); out[w][out[g]] = 1
+        out[w] = np.zeros(n)
+        out[w][out[g]] = 1
     for g, w in (('H_raw', 'wH_raw'), ('L_raw', 'wL_raw')):
-        out[w] = np.zeros(n); out[w][out[g]] = 1
+        out[w] = np.zeros(n)
+        out[w][out[g]] = 1
     return out
 
 def _bins(gt_t, bins):
@@ -108,13 +120,16 @@ def _bins(gt_t, bins):
     if len(b) != len(gt_t): raise ValueError(f"bins has {len(b)} labels for {len(gt_t)} items (pass dict(edges=[...]) for edges)")
     return b
 
-
 # %% ../nbs/06_corrgap.ipynb #9413d9bc
 def _masked_pearson(X, Y, M):
     "Row-wise Pearson over the True entries of M (X, Y broadcastable to M); NaN if constant or < 3."
-    Mf = M.astype(float); n = Mf.sum(1)
-    sx = (Mf*X).sum(1); sy = (Mf*Y).sum(1)
-    sxx = (Mf*X*X).sum(1) - sx*sx/n; syy = (Mf*Y*Y).sum(1) - sy*sy/n; sxy = (Mf*X*Y).sum(1) - sx*sy/n
+    Mf = M.astype(float)
+    n = Mf.sum(1)
+    sx = (Mf*X).sum(1)
+    sy = (Mf*Y).sum(1)
+    sxx = (Mf*X*X).sum(1) - sx*sx/n
+    syy = (Mf*Y*Y).sum(1) - sy*sy/n
+    sxy = (Mf*X*Y).sum(1) - sx*sy/n
     tol = 1e-10*np.maximum(1, n)
     with np.errstate(invalid='ignore', divide='ignore'): r = sxy/np.sqrt(sxx*syy)
     r[(sxx <= tol) | (syy <= tol) | (n < 3)] = np.nan
@@ -127,7 +142,9 @@ def _integral(K):
 def _r_from_sums(n, sx, sy, sxx, syy, sxy):
     "Pearson r from weighted sums (n is the sum of the weights)."
     with np.errstate(invalid='ignore', divide='ignore'):      # an empty group (n = 0) gives NaN below
-        vx = sxx - sx*sx/n; vy = syy - sy*sy/n; cxy = sxy - sx*sy/n
+        vx = sxx - sx*sx/n
+        vy = syy - sy*sy/n
+        cxy = sxy - sx*sy/n
         tol = 1e-9*np.maximum(1, n)**2
         r = cxy/np.sqrt(vx*vy)
     r = np.where((vx <= tol) | (vy <= tol) | (n < 3 - 1e-9), np.nan, r)      # n: the group's weight
@@ -136,26 +153,37 @@ def _r_from_sums(n, sx, sy, sxx, syy, sxy):
 class _SpearmanGaps:
     "Spearman r(L) - r(H) for a batch of L-masks, from member counts per distinct (x, y) pair, or per item when there are many pairs (continuous x)."
     def __init__(self, x, y, max_pairs=256):
-        ux, xr = np.unique(x, return_inverse=True); uy, yr = np.unique(y, return_inverse=True)
-        xr, yr = xr.ravel(), yr.ravel(); self.Tx, self.Ty = len(ux), len(uy)
+        ux, xr = np.unique(x, return_inverse=True)
+        uy, yr = np.unique(y, return_inverse=True)
+        xr, yr = xr.ravel(), yr.ravel()
+        self.Tx, self.Ty = len(ux), len(uy)
         up, pr = np.unique(xr*self.Ty + yr, return_inverse=True)
         self.compress = len(up) <= max_pairs
         if self.compress:                            # columns: the distinct pairs, x-major
-            self.E = np.zeros((len(x), len(up)), np.float32); self.E[np.arange(len(x)), pr.ravel()] = 1
+            self.E = np.zeros((len(x), len(up)), np.float32)
+            self.E[np.arange(len(x)), pr.ravel()] = 1
             self.E64 = self.E.astype(np.float64)      # fractional weights: float64 products (cast once, not per batch)
             cx, cy, self.tot, self.ox = up//self.Ty, up % self.Ty, np.bincount(pr.ravel()).astype(float), None
         else:                                        # columns: the items, read in x order (rank compression: no per-item runs)
-            self.ox = np.argsort(xr, kind='stable'); cx, cy, self.tot = xr[self.ox], yr[self.ox], np.ones(len(x))
-        self.sx_ = np.r_[0, np.flatnonzero(np.diff(cx)) + 1]; self.xties = len(self.sx_) < len(cx)
+            self.ox = np.argsort(xr, kind='stable')
+            cx, cy, self.tot = xr[self.ox], yr[self.ox], np.ones(len(x))
+        self.sx_ = np.r_[0, np.flatnonzero(np.diff(cx)) + 1]
+        self.xties = len(self.sx_) < len(cx)
         self.x_run = np.cumsum(np.r_[0, np.diff(cx) != 0])                    # x-run of each column
-        self.Ey = np.zeros((len(cy), self.Ty)); self.Ey[np.arange(len(cy)), cy] = 1
+        self.Ey = np.zeros((len(cy), self.Ty))
+        self.Ey[np.arange(len(cy)), cy] = 1
     def _r(self, C):
         "Spearman r of the members counted in C (B, columns), from rank sums: every term is an exact multiple of 1/4."
         Cs = C if self.ox is None else C[:, self.ox]
-        cx = np.add.reduceat(Cs, self.sx_, axis=1) if self.xties else Cs; cy = Cs @ self.Ey
-        ax = np.cumsum(cx, 1) - (cx - 1)/2; ay = np.cumsum(cy, 1) - (cy - 1)/2     # average ranks of each x-run and y-value
+        cx = np.add.reduceat(Cs, self.sx_, axis=1) if self.xties else Cs
+        cy = Cs @ self.Ey
+        ax = np.cumsum(cx, 1) - (cx - 1)/2
+        ay = np.cumsum(cy, 1) - (cy - 1)/2     # average ranks of each x-run and y-value
         n = cx.sum(1)
-        sx = (cx*ax).sum(1); sy = (cy*ay).sum(1); sxx = (cx*ax*ax).sum(1); syy = (cy*ay*ay).sum(1)
+        sx = (cx*ax).sum(1)
+        sy = (cy*ay).sum(1)
+        sxx = (cx*ax*ax).sum(1)
+        syy = (cy*ay*ay).sum(1)
         sxy = (((Cs*(ax[:, self.x_run] if self.xties else ax)) @ self.Ey)*ay).sum(1)
         return _r_from_sums(n, sx, sy, sxx, syy, sxy)
     def counts(self, K):
@@ -176,23 +204,29 @@ class _GapEngine:
             self.tot = self.V.sum(0)
         if method == 'spearman': self.sp = _SpearmanGaps(self.p, self.g)
         if method == 'kendall':
-            sp = np.sign(self.p[:, None] - self.p[None]); sg = np.sign(self.g[:, None] - self.g[None])
+            sp = np.sign(self.p[:, None] - self.p[None])
+            sg = np.sign(self.g[:, None] - self.g[None])
             self.C = (sp*sg).astype(np.float32)                      # concordance signs
-            self.Tp = (sp == 0).astype(np.float32); self.Tg = (sg == 0).astype(np.float32)   # ties (incl. diagonal)
+            self.Tp = (sp == 0).astype(np.float32)
+            self.Tg = (sg == 0).astype(np.float32)   # ties (incl. diagonal)
     def _kendall(self, M):
         "Tau-b of the members of each row of M: a mask, copies, or weights (pairs i != j weighted by w_i*w_j; the diagonal cancels)."
         dt = np.float32 if _integral(M) else np.float64
         Cm, Tp, Tg = (m.astype(dt, copy=False) for m in (self.C, self.Tp, self.Tg))
-        Mf = M.astype(dt); n = Mf.sum(1, dtype=np.float64)
+        Mf = M.astype(dt)
+        n = Mf.sum(1, dtype=np.float64)
         S = 0.5*((Mf @ Cm)*Mf).sum(1, dtype=np.float64)
-        tp = 0.5*(((Mf @ Tp)*Mf).sum(1, dtype=np.float64) - n); tg = 0.5*(((Mf @ Tg)*Mf).sum(1, dtype=np.float64) - n)
-        n0 = n*(n - 1)/2; tol = 1e-9*np.maximum(1, n)**2
+        tp = 0.5*(((Mf @ Tp)*Mf).sum(1, dtype=np.float64) - n)
+        tg = 0.5*(((Mf @ Tg)*Mf).sum(1, dtype=np.float64) - n)
+        n0 = n*(n - 1)/2
+        tol = 1e-9*np.maximum(1, n)**2
         with np.errstate(invalid='ignore', divide='ignore'): r = S/np.sqrt((n0 - tp)*(n0 - tg))
         r[(n0 - tp <= tol) | (n0 - tg <= tol) | (n < 3 - 1e-9)] = np.nan
         return np.clip(r, -1, 1)
     def _gaps(self, M):
         if self.method == 'pearson':
-            L = M.astype(np.float64) @ self.V; H = self.tot - L
+            L = M.astype(np.float64) @ self.V
+            H = self.tot - L
             return _r_from_sums(*L.T) - _r_from_sums(*H.T)
         if self.method == 'spearman': return self.sp(M)
         return self._kendall(M) - self._kendall(~M)
@@ -206,9 +240,11 @@ class _GapEngine:
     def weight_gaps(self, KL, w):
         "Gaps for L given as weights KL (B, n) and H as the rest of each item's weight w (n,): the sums of H are the totals' minus L's."
         if self.method == 'pearson':
-            L = KL @ self.V; return _r_from_sums(*L.T) - _r_from_sums(*(w @ self.V - L).T)
+            L = KL @ self.V
+            return _r_from_sums(*L.T) - _r_from_sums(*(w @ self.V - L).T)
         if self.method == 'spearman':
-            C = self.sp.counts(KL); return self.sp._r(C) - self.sp._r(self.sp.counts(w[None]) - C)
+            C = self.sp.counts(KL)
+            return self.sp._r(C) - self.sp._r(self.sp.counts(w[None]) - C)
         return self._kendall(KL) - self._kendall(w - KL)
     def count_gaps(self, KL, KH, chunk=2000):
         "Gaps for groups given as copies (a weighted resample holds an item 0, 1, 2, ... times) or fractional weights per item, (B, n) each."
@@ -245,6 +281,7 @@ class CorrGapResult:
 
 _FISHER_VAR = dict(pearson=lambda r, n: 1/(n - 3), spearman=lambda r, n: (1 + r*r/2)/(n - 3), kendall=lambda r, n: 0.437/(n - 4))
 
+# %% ../nbs/06_corrgap.ipynb #83042966
 def fisher_z_test(r_low, r_high, n_low, n_high, method='spearman')->tuple:
     "One-sided test of r_low > r_high by Fisher's z: (z, p)."
     v = _FISHER_VAR[method]
@@ -253,6 +290,7 @@ def fisher_z_test(r_low, r_high, n_low, n_high, method='spearman')->tuple:
     z = (zl - zh)/math.sqrt(v(r_low, n_low) + v(r_high, n_high))
     return float(z), float(ss.norm.sf(z))
 
+# %% ../nbs/06_corrgap.ipynb #1c9d3498
 def _strata_masks(strata_members, sizes, n_perm, rng, K, exact):
     "L-masks (B, K) re-splitting each stratum's kept items into halves; all of them when `exact`."
     if exact:
@@ -272,11 +310,14 @@ def _strata_masks(strata_members, sizes, n_perm, rng, K, exact):
 def _fill_weights(strata_members, quotas, w, n_perm, rng, K, chunk=1000):
     "Weights in L, (B, K) per chunk, of random re-splits of weighted items: in each stratum the items, in random order, fill L up to the stratum's quota (the item at the boundary is split), the rest goes to H."
     for s in range(0, n_perm, chunk):
-        B = min(chunk, n_perm - s); KL = np.zeros((B, K))
+        B = min(chunk, n_perm - s)
+        KL = np.zeros((B, K))
         for mem, q in zip(strata_members, quotas):
             ws = w[mem]
             if np.ptp(ws) <= 1e-12:                  # one weight: the s smallest random keys go whole, the next one takes the rest
-                s_ = min(int(np.floor(q/ws[0] + 1e-9)), len(mem)); rest = q - s_*ws[0]; r = rng.random((B, len(mem)))
+                s_ = min(int(np.floor(q/ws[0] + 1e-9)), len(mem))
+                rest = q - s_*ws[0]
+                r = rng.random((B, len(mem)))
                 split = rest > 1e-9 and s_ < len(mem)
                 kth = [k for k, use in ((s_ - 1, s_ > 0), (s_, split)) if use]          # both order statistics from one partition
                 Pr = np.partition(r, kth, axis=1) if kth else None
@@ -284,10 +325,56 @@ def _fill_weights(strata_members, quotas, w, n_perm, rng, K, chunk=1000):
                 if split: sub += (r == Pr[:, s_:s_ + 1])*rest
             else:
                 o = rng.permuted(np.broadcast_to(np.arange(len(mem)), (B, len(mem))), axis=1)   # a random order per row
-                wo = ws[o]; before = np.cumsum(wo, 1) - wo
-                sub = np.empty((B, len(mem))); np.put_along_axis(sub, o, np.clip(q - before, 0, wo), 1)
+                wo = ws[o]
+                before = np.cumsum(wo, 1) - wo
+                sub = np.empty((B, len(mem)))
+                np.put_along_axis(sub, o, np.clip(q - before, 0, wo), 1)
             KL[:, mem] = sub
         yield KL
+
+def _corrgap_inputs(pred_t, gt_t, gt_o, ids, bins)->tuple:
+    "(pred, gt_t, gt_o, ids, bins, items dropped): the items whose three scores are finite, as float arrays."
+    p_, t_, o_ = (np.asarray(a, float) for a in (pred_t, gt_t, gt_o))
+    if not (len(p_) == len(t_) == len(o_)): raise ValueError("pred_t, gt_t and gt_o must have the same length")
+    ids_ = np.arange(len(p_)) if ids is None else np.asarray(ids)
+    if bins is None: _bins(None, None)         # a clear error for the pre-turn-2 spelling, with or without control
+    b_ = None if callable(bins) or isinstance(bins, (dict, str)) else np.asarray(bins)
+    ok = np.isfinite(p_) & np.isfinite(t_) & np.isfinite(o_)
+    p_, t_, o_, ids_ = p_[ok], t_[ok], o_[ok], ids_[ok]
+    if b_ is not None: bins = b_[ok]
+    return p_, t_, o_, ids_, bins, int((~ok).sum())
+
+def _split_corr(p_, t_, g:dict, method:str)->tuple:
+    """(r_low, r_high, n_low, n_high, whole, engine) of a split from `split_groups`: plain correlations when no tie run is
+    shared (`whole`), else weighted ones from a `_GapEngine` on the items with weight (returned for the permutations)."""
+    whole = np.isin(g['wH'], (0, 1)).all() and np.isin(g['wL'], (0, 1)).all()   # no tie run shared: a plain split
+    if whole: return corr(p_[g['L']], t_[g['L']], method), corr(p_[g['H']], t_[g['H']], method), len(g['L']), len(g['H']), True, None
+    kept = np.flatnonzero(g['wL'] + g['wH'] > 0)
+    eng = _GapEngine(p_[kept], t_[kept], method)
+    r_low, r_high = (float(eng._corr_counts(g[w][None, kept])[0]) for w in ('wL', 'wH'))
+    return r_low, r_high, float(g['wL'].sum()), float(g['wH'].sum()), False, eng
+
+def _strata(g:dict, kept, control:bool)->list:
+    "The positions in `kept` of each stratum's items (one stratum without distribution control)."
+    strata = g['bins'][kept] if control else np.zeros(len(kept))
+    return [np.nonzero(strata == v)[0] for v in np.unique(strata)]
+
+def _perm_gaps(p_, t_, g:dict, whole:bool, eng, control:bool, method:str, n_perm:int, rng)->tuple:
+    """(gaps of the re-split data, whether they enumerate every split): in each stratum half the items go to L, every split
+    when there are at most n_perm + 1, else n_perm random ones; with shared tie runs, random re-splits of the weights
+    (each item keeping its total weight)."""
+    if whole:
+        kept = np.r_[g['L'], g['H']]
+        members = _strata(g, kept, control)
+        sizes = [len(m)//2 for m in members]
+        exact = math.prod(math.comb(len(m), s) for m, s in zip(members, sizes)) <= n_perm + 1
+        masks = _strata_masks(members, sizes, n_perm, rng, len(kept), exact)
+        return _GapEngine(p_[kept], t_[kept], method).gaps(masks), exact
+    kept = np.flatnonzero(g['wL'] + g['wH'] > 0)
+    w = (g['wL'] + g['wH'])[kept]
+    members = _strata(g, kept, control)
+    quotas = [g['wL'][kept][m].sum() for m in members]
+    return np.concatenate([eng.weight_gaps(KL, w) for KL in _fill_weights(members, quotas, w, n_perm, rng, len(kept))]), False
 
 def corrgap(pred_t, # judge scores for the target dimension
             gt_t, # human means for the target
@@ -305,46 +392,18 @@ def corrgap(pred_t, # judge scores for the target dimension
     if method not in METHODS: raise ValueError(f"method must be one of {METHODS}, not {method!r}")
     if test not in ('permutation', 'fisher', None): raise ValueError(f"test must be 'permutation', 'fisher' or None, not {test!r}")
     _check_ties(ties)
-    p_, t_, o_ = (np.asarray(a, float) for a in (pred_t, gt_t, gt_o))
-    if not (len(p_) == len(t_) == len(o_)): raise ValueError("pred_t, gt_t and gt_o must have the same length")
-    ids_ = np.arange(len(p_)) if ids is None else np.asarray(ids)
-    if bins is None: _bins(None, None)         # a clear error for the pre-turn-2 spelling, with or without control
-    b_ = None if callable(bins) or isinstance(bins, (dict, str)) else np.asarray(bins)
-    ok = np.isfinite(p_) & np.isfinite(t_) & np.isfinite(o_)
-    p_, t_, o_, ids_ = p_[ok], t_[ok], o_[ok], ids_[ok]
-    if b_ is not None: bins = b_[ok]
-    res = dict(method=method, control=control, test=test, n_dropped=int((~ok).sum()), ties=ties)
+    p_, t_, o_, ids_, bins, dropped = _corrgap_inputs(pred_t, gt_t, gt_o, ids, bins)
+    res = dict(method=method, control=control, test=test, n_dropped=dropped, ties=ties)
     if len(p_) < 6: return CorrGapResult(np.nan, np.nan, np.nan, 0, 0, **res)
     g = split_groups(t_, o_, ids_, control, bins, ties)
-    H, L = g['H'], g['L']
-    whole = np.isin(g['wH'], (0, 1)).all() and np.isin(g['wL'], (0, 1)).all()   # no tie run shared: a plain split
-    if whole: r_low, r_high = corr(p_[L], t_[L], method), corr(p_[H], t_[H], method); n_low, n_high = len(L), len(H)
-    else:
-        kept = np.flatnonzero(g['wL'] + g['wH'] > 0); eng = _GapEngine(p_[kept], t_[kept], method)
-        r_low, r_high = (float(eng._corr_counts(g[w][None, kept])[0]) for w in ('wL', 'wH'))
-        n_low, n_high = float(g['wL'].sum()), float(g['wH'].sum())
+    r_low, r_high, n_low, n_high, whole, eng = _split_corr(p_, t_, g, method)
     gap = r_low - r_high
-    out = CorrGapResult(gap, r_low, r_high, n_low, n_high, **res, low_ids=ids_[L].tolist(), high_ids=ids_[H].tolist())
+    out = CorrGapResult(gap, r_low, r_high, n_low, n_high, **res, low_ids=ids_[g['L']].tolist(), high_ids=ids_[g['H']].tolist())
     if test is None or not np.isfinite(gap): return out
     if test == 'fisher':
-        out.z, out.p = fisher_z_test(r_low, r_high, n_low, n_high, method); return out
-    rng = np.random.default_rng(seed)
-    if whole:
-        kept = np.r_[L, H]; K = len(kept)
-        strata = g['bins'][kept] if control else np.zeros(K)
-        members = [np.nonzero(strata == v)[0] for v in np.unique(strata)]
-        sizes = [len(m)//2 for m in members]
-        total = math.prod(math.comb(len(m), s) for m, s in zip(members, sizes))
-        exact = total <= n_perm + 1
-        masks = _strata_masks(members, sizes, n_perm, rng, K, exact)
-        gaps = _GapEngine(p_[kept], t_[kept], method).gaps(masks)
-    else:                                       # shared tie runs: random re-splits of the weights, each item keeping its total weight
-        w = (g['wL'] + g['wH'])[kept]; K = len(kept)
-        strata = g['bins'][kept] if control else np.zeros(K)
-        members = [np.nonzero(strata == v)[0] for v in np.unique(strata)]
-        quotas = [g['wL'][kept][m].sum() for m in members]
-        gaps = np.concatenate([eng.weight_gaps(KL, w) for KL in _fill_weights(members, quotas, w, n_perm, rng, K)])
-        exact = False
+        out.z, out.p = fisher_z_test(r_low, r_high, n_low, n_high, method)
+        return out
+    gaps, exact = _perm_gaps(p_, t_, g, whole, eng, control, method, n_perm, np.random.default_rng(seed))
     hits = int(np.sum(gaps >= gap - 1e-12))     # NaN gaps (a constant group) never count as >=
     out.p = hits/len(gaps) if exact else (1 + hits)/(n_perm + 1)
     out.n_perm, out.exact = len(gaps), exact
@@ -355,12 +414,14 @@ def rater_slots(dataset, # a `judgelab.data.Dataset` (or a dataset name)
                 dim:str, # dimension
                )->pd.DataFrame: # items (dataset order) x slots 0..K-1, NaN where a slot is empty
     "Individual ratings of `dim` per item, one column per rater slot (the rater's position among the item's raters, by annotator id)."
-    ds = as_dataset(dataset); dim = ds.dim(dim).name
+    ds = as_dataset(dataset)
+    dim = ds.dim(dim).name
     h = ds.human[ds.human.dimension == dim]
     if 'annotator' in h: h = h.sort_values(['item_id', 'annotator'], kind='stable')   # slots by annotator, not by the rows' order
     slot = h.groupby('item_id', sort=False).cumcount()
     return h.assign(slot=slot.values).pivot(index='item_id', columns='slot', values='score').reindex(ds.items.item_id)
 
+# %% ../nbs/06_corrgap.ipynb #77e5ba90
 def canonical_items(dataset, # a `judgelab.data.Dataset` (or a dataset name)
                     scores=(), # wide tables item_id x dimension of judge scores to include in the key (e.g. every audited judge)
                    )->pd.Index: # the dataset's item ids in a canonical order
@@ -368,7 +429,8 @@ def canonical_items(dataset, # a `judgelab.data.Dataset` (or a dataset name)
     dimension, then by the judges' scores. Random draws made item by item in this order (permutations, simulations) are
     then the same whatever the order of the rows or the names of the items; items that tie on every key are
     interchangeable."""
-    ds = as_dataset(dataset); idx = pd.Index(ds.items.item_id)
+    ds = as_dataset(dataset)
+    idx = pd.Index(ds.items.item_id)
     docs = ds.items.set_index('item_id').doc_id.reindex(idx).astype(str).values
     cols = [rater_slots(ds, d).reindex(idx).to_numpy(float) for d in ds.spec.dim_names if d in set(ds.human.dimension)]
     cols += [w.reindex(idx).to_numpy(float) for w in scores]
@@ -376,6 +438,7 @@ def canonical_items(dataset, # a `judgelab.data.Dataset` (or a dataset name)
     order = np.lexsort(tuple(X.T[::-1]) + (np.unique(docs, return_inverse=True)[1].ravel(),))
     return idx[order]
 
+# %% ../nbs/06_corrgap.ipynb #f8f5884b
 def bootstrap_weights(docs, # document (cluster) of each item
                       n_boot:int=1000, seed:int=0,
                      )->np.ndarray: # (n_boot, n) integer multiplicity of each item in each resample
@@ -383,10 +446,36 @@ def bootstrap_weights(docs, # document (cluster) of each item
     _, dix = np.unique(np.asarray(docs), return_inverse=True)
     return cluster_counts(int(dix.max()) + 1, n_boot, seed)[:, dix.ravel()]     # the same draws as `stats.bootstrap_ci`
 
-
 # %% ../nbs/06_corrgap.ipynb #a1fb7f62
 def _onehot(inv, k, dtype=float):
-    G = np.zeros((len(inv), k), dtype); G[np.arange(len(inv)), inv] = 1; return G
+    G = np.zeros((len(inv), k), dtype)
+    G[np.arange(len(inv)), inv] = 1
+    return G
+
+def _cut_run_copies(X, Xc, R, T, part, st, sizes, idr, cgrp, reverse_ids:bool)->tuple:
+    """(rows, columns, copies kept) of the items in the runs of equal keys that a group's quota cuts (`part`): the places
+    left (`R`) go to the items in id order (descending with `reverse_ids`), a run of several categories merged by id."""
+    r, cp = np.nonzero(part)
+    lens = sizes[cp]
+    off = np.cumsum(lens) - lens
+    i0 = np.repeat(off, lens)
+    cpi = np.repeat(cp, lens)
+    rows = np.repeat(r, lens)
+    cols = np.repeat(st[cp], lens) + np.arange(lens.sum()) - i0
+    v = X[rows, cols]
+    cs = np.cumsum(v)
+    before = cs - v - (cs - v)[i0]     # copies earlier in the category
+    if reverse_ids: before = np.repeat(cs[off + lens - 1] - cs[off] + v[off], lens) - before - v
+    mi = np.flatnonzero(np.repeat(T[r, cp] != Xc[r, cp], lens))              # a run of several categories: merge them by id
+    if len(mi):
+        seg = rows[mi]*(int(cgrp.max()) + 1) + cgrp[cpi[mi]]
+        so = np.lexsort((-idr[cols[mi]] if reverse_ids else idr[cols[mi]], seg))
+        seg = seg[so]
+        mi = mi[so]
+        vv = v[mi]
+        e = np.cumsum(vv) - vv
+        before[mi] = e - e[np.searchsorted(seg, seg)]
+    return rows, cols, np.clip(R[rows, cpi] - before, 0, v)
 
 def _first_copies(X, # (B, n) copies of each item per resample; columns sorted by (category, id)
                   st, sizes, # first column and number of columns of each category
@@ -398,38 +487,36 @@ def _first_copies(X, # (B, n) copies of each item per resample; columns sorted b
                   share:bool=False, # the run of equal keys that the quota cuts is shared (each member scaled alike), not cut by id
                  )->np.ndarray: # (B, n) copies (or weights) kept
     "In each group, the first `quota` copies in the order (key ascending, then id): whole categories by cumulative counts, items only in the one run of equal keys that the quota cuts (or, with `share`, that run's weight scaled by the places left)."
-    B, n = X.shape; c = len(st)
+    B, n = X.shape
+    c = len(st)
     Xc = np.add.reduceat(X, st, axis=1)                                          # copies per category
     key = cgrp*(int(ckey.max(initial=0)) + 1) + ckey
     o = np.argsort(key, axis=1, kind='stable')                                   # by group, then key
-    ks = np.take_along_axis(key, o, 1); cum = np.cumsum(np.take_along_axis(Xc, o, 1), 1)
-    pos = np.arange(c); brk = ks[:, 1:] != ks[:, :-1]; one = np.ones((B, 1), bool)
+    ks = np.take_along_axis(key, o, 1)
+    cum = np.cumsum(np.take_along_axis(Xc, o, 1), 1)
+    pos = np.arange(c)
+    brk = ks[:, 1:] != ks[:, :-1]
+    one = np.ones((B, 1), bool)
     first = np.maximum.accumulate(np.where(np.c_[one, brk], pos, 0), 1)          # first and last position of each run of equal keys
     last = (c - 1) - np.maximum.accumulate(np.where(np.c_[brk, one][:, ::-1], pos, 0), 1)[:, ::-1]
-    gs = np.sort(cgrp); gstart = np.searchsorted(gs, gs)                          # position of each group's first category
-    ex = np.c_[np.zeros((B, 1), cum.dtype), cum[:, :-1]]; exf = np.take_along_axis(ex, first, 1)
-    A = np.empty_like(cum); T = np.empty_like(cum)
+    gs = np.sort(cgrp)
+    gstart = np.searchsorted(gs, gs)                          # position of each group's first category
+    ex = np.c_[np.zeros((B, 1), cum.dtype), cum[:, :-1]]
+    exf = np.take_along_axis(ex, first, 1)
+    A = np.empty_like(cum)
+    T = np.empty_like(cum)
     np.put_along_axis(A, o, exf - ex[:, gstart], 1)                              # copies ahead of the category's run, in its group
     np.put_along_axis(T, o, np.take_along_axis(cum, last, 1) - exf, 1)           # copies in the run
     R = quota[:, cgrp] - A                                                       # copies the group still takes where the run starts
-    full = T <= R; part = (R > 0) & ~full                                        # at most one cut run per group and resample
+    full = T <= R
+    part = (R > 0) & ~full                                        # at most one cut run per group and resample
     if share:                                                                    # fractional: every copy of the cut run gets places/run
         with np.errstate(invalid='ignore', divide='ignore'): f = np.where(full, 1.0, np.where(part, R/T, 0.0))
         return X*np.repeat(f, sizes, axis=1)
     Y = X*np.repeat(full, sizes, axis=1)
-    r, cp = np.nonzero(part)
-    if len(r):                                                                   # the cut runs: running copy counts in id order
-        lens = sizes[cp]; off = np.cumsum(lens) - lens; i0 = np.repeat(off, lens); cpi = np.repeat(cp, lens)
-        rows = np.repeat(r, lens); cols = np.repeat(st[cp], lens) + np.arange(lens.sum()) - i0
-        v = X[rows, cols]; cs = np.cumsum(v); before = cs - v - (cs - v)[i0]     # copies earlier in the category
-        if reverse_ids: before = np.repeat(cs[off + lens - 1] - cs[off] + v[off], lens) - before - v
-        mi = np.flatnonzero(np.repeat(T[r, cp] != Xc[r, cp], lens))              # a run of several categories: merge them by id
-        if len(mi):
-            seg = rows[mi]*(int(cgrp.max()) + 1) + cgrp[cpi[mi]]
-            so = np.lexsort((-idr[cols[mi]] if reverse_ids else idr[cols[mi]], seg)); seg = seg[so]; mi = mi[so]
-            vv = v[mi]; e = np.cumsum(vv) - vv
-            before[mi] = e - e[np.searchsorted(seg, seg)]
-        Y[rows, cols] = np.clip(R[rows, cpi] - before, 0, v)
+    if part.any():                                                               # the cut runs: running copy counts in id order
+        rows, cols, kept = _cut_run_copies(X, Xc, R, T, part, st, sizes, idr, cgrp, reverse_ids)
+        Y[rows, cols] = kept
     return Y
 
 def split_counts(W, # (B, n) item multiplicities per resample (0 = item absent)
@@ -440,25 +527,34 @@ def split_counts(W, # (B, n) item multiplicities per resample (0 = item absent)
                  ties:str='fractional', # as in `corrgap`: 'fractional' (copies tied in D share the places of their run) or 'id'
                 )->tuple: # (KL, KH): copies (weights with ties='fractional') of each item kept in the low- and high-divergence groups, (B, n) each
     "`split_groups` for many weighted resamples at once: copies of an item count as items tied with it in D (consecutive items with ties='id')."
-    _check_ties(ties); share = ties == 'fractional'
-    W = np.asarray(W); B, n = W.shape
+    _check_ties(ties)
+    share = ties == 'fractional'
+    W = np.asarray(W)
+    B, n = W.shape
     if share: W = W.astype(np.float64)
     idr = _id_order(np.arange(n) if ids is None else ids)
-    gt_t = np.asarray(gt_t, float); gt_o = np.asarray(gt_o, float)
-    ut, it = np.unique(gt_t, return_inverse=True); uo, io = np.unique(gt_o, return_inverse=True)
+    gt_t = np.asarray(gt_t, float)
+    gt_o = np.asarray(gt_o, float)
+    ut, it = np.unique(gt_t, return_inverse=True)
+    uo, io = np.unique(gt_o, return_inverse=True)
     s = np.unique(_bins(gt_t, bins), return_inverse=True)[1].ravel() if control else np.zeros(n, int)
     S = int(s.max()) + 1
     cats, cat = np.unique((it.ravel()*len(uo) + io.ravel())*S + s, return_inverse=True)   # categories: (gt_t, gt_o, stratum)
-    cat = cat.ravel(); cs_, co, ct = cats % S, (cats//S) % len(uo), cats//S//len(uo)
-    perm = np.lexsort((idr, cat)); sizes = np.bincount(cat); st = np.cumsum(sizes) - sizes
-    X = W[:, perm]; idr = idr[perm]                                              # columns by category, then id
+    cat = cat.ravel()
+    cs_, co, ct = cats % S, (cats//S) % len(uo), cats//S//len(uo)
+    perm = np.lexsort((idr, cat))
+    sizes = np.bincount(cat)
+    st = np.cumsum(sizes) - sizes
+    X = W[:, perm]
+    idr = idr[perm]                                              # columns by category, then id
     Wc = np.add.reduceat(X, st, axis=1)
     def rank2(ix, k):                                                            # twice the average ranks: exact integers
         cnt = Wc @ _onehot(ix, k, Wc.dtype)
         return 2*(np.cumsum(cnt, 1) - cnt) + cnt + 1
     D2 = np.abs(rank2(ct, len(ut))[:, ct] - rank2(co, len(uo))[:, co])           # (B, categories) 2|rank difference|
     Dh = int(D2.max()) - D2                                                      # sorts D descending
-    k = X.sum(1, keepdims=True)//2; one = np.zeros(len(cats), int)
+    k = X.sum(1, keepdims=True)//2
+    one = np.zeros(len(cats), int)
     KH = _first_copies(X, st, sizes, idr, Dh, one, k, share=share)               # the first floor(N/2) copies (D descending, ties by id or shared)
     KL = _first_copies(X, st, sizes, idr, D2, one, k, reverse_ids=True, share=share)   # the last floor(N/2) copies
     if control:
@@ -466,7 +562,8 @@ def split_counts(W, # (B, n) item multiplicities per resample (0 = item absent)
         m = np.minimum(np.add.reduceat(KH, st, axis=1) @ G, np.add.reduceat(KL, st, axis=1) @ G)   # each stratum's quota
         KH = _first_copies(KH, st, sizes, idr, Dh, cs_, m, share=share)          # H keeps its largest D, L its smallest; ties by id or shared
         KL = _first_copies(KL, st, sizes, idr, D2, cs_, m, share=share)
-    inv = np.empty(n, int); inv[perm] = np.arange(n)
+    inv = np.empty(n, int)
+    inv[perm] = np.arange(n)
     return KL[:, inv], KH[:, inv]
 
 # %% ../nbs/06_corrgap.ipynb #9773aaad
@@ -479,17 +576,21 @@ def _rank_rows(C, L, T):
 def _row_codes(X):
     "Each row's values as integer codes 0..u-1 in sorted order (`np.unique`'s inverse, row by row, in one sort); a broadcast row is coded once."
     if X.ndim == 2 and X.strides[0] == 0:
-        u, c = np.unique(X[0], return_inverse=True); return np.broadcast_to(c.ravel(), X.shape), len(u)
-    o = np.argsort(X, axis=1, kind='stable'); Xs = np.take_along_axis(X, o, 1)
+        u, c = np.unique(X[0], return_inverse=True)
+        return np.broadcast_to(c.ravel(), X.shape), len(u)
+    o = np.argsort(X, axis=1, kind='stable')
+    Xs = np.take_along_axis(X, o, 1)
     new = np.c_[np.zeros((len(X), 1), int), Xs[:, 1:] != Xs[:, :-1]].cumsum(1)
-    C = np.empty_like(new); np.put_along_axis(C, o, new, 1)
+    C = np.empty_like(new)
+    np.put_along_axis(C, o, new, 1)
     return C, int(new[:, -1].max()) + 1
 
 def _corr_gaps(X, y, KL, KH, method):
     "Weighted Pearson or Spearman (weighted average ranks) of each row of X (J, n) with y (n,) in the group weighted by KL (J, n) minus in KH's; 0: absent."
     if method == 'spearman':
         Cx, Tx = _row_codes(X)
-        uy, cy = np.unique(y, return_inverse=True); Cy = np.broadcast_to(cy.ravel(), X.shape)
+        uy, cy = np.unique(y, return_inverse=True)
+        Cy = np.broadcast_to(cy.ravel(), X.shape)
     def r(L):
         Xr, Yr = (_rank_rows(Cx, L, Tx), _rank_rows(Cy, L, len(uy))) if method == 'spearman' else (X, np.broadcast_to(y, L.shape))
         LX, LY = L*Xr, L*Yr
@@ -513,7 +614,9 @@ def _batched_slot(groups, base, a, P, R_t, ref_t, ref_o, ids, method, bins, ties
     else:
         h = _corr_gaps(np.broadcast_to(R_t[base, a], KL.shape), ref, KL, KH, method)
         jg = _corr_gaps(V, ref, KL[gi], KH[gi], method)
-    for g, k, x in zip(gi, names, jg): Hg[k][a] = h[g]; Jg[k][a] = x
+    for g, k, x in zip(gi, names, jg):
+        Hg[k][a] = h[g]
+        Jg[k][a] = x
 
 def _rater_gaps(P:dict, R_t:np.ndarray, R_o:np.ndarray, W:np.ndarray, ids:np.ndarray, method:str, bins, ties:str)->tuple:
     "({judge: (K, resamples) gaps of each rater slot}, {judge: the judge's gaps against the same references}), NaN where a slot has under 6 items."
@@ -600,22 +703,28 @@ def simulate_raters(n_items:int=1000, # items
                    )->dict: # R_t, R_o (items x raters), pred, docs, z_t, z_o
     "A latent-score model: raters and a judge see the same latent target (and the judge, by weight `w`, the non-target), each with noise (a rater's optionally correlated across the two dimensions and shifted by an offset), cut to 1..5."
     rng = np.random.default_rng(seed)
-    z = rng.multivariate_normal([0, 0], [[1, rho], [rho, 1]], size=n_items); zt, zo = z[:, 0], z[:, 1]
+    z = rng.multivariate_normal([0, 0], [[1, rho], [rho, 1]], size=n_items)
+    zt, zo = z[:, 0], z[:, 1]
     cut = lambda x: np.digitize(x, cuts) + 1.0
     e_t, e_o = rng.normal(0, sigma, (n_items, K)), rng.normal(0, sigma, (n_items, K))
     if halo: e_o = halo*e_t + math.sqrt(1 - halo**2)*e_o
-    mix = (1 - w)*zt + w*zo; mix = mix/math.sqrt((1 - w)**2 + w**2 + 2*w*(1 - w)*rho)     # unit variance for every w
+    mix = (1 - w)*zt + w*zo
+    mix = mix/math.sqrt((1 - w)**2 + w**2 + 2*w*(1 - w)*rho)     # unit variance for every w
     pred = cut(mix + rng.normal(0, sigma if judge_sigma is None else judge_sigma, n_items))
     b_t, b_o = (rng.normal(0, bias, (2, 1, K)) if bias else (0.0, 0.0))
-    R_t = cut(zt[:, None] + e_t + b_t); R_o = cut(zo[:, None] + e_o + b_o)
+    R_t = cut(zt[:, None] + e_t + b_t)
+    R_o = cut(zo[:, None] + e_o + b_o)
     return dict(R_t=R_t, R_o=R_o, pred=pred, docs=np.arange(n_items)//per_doc, z_t=zt, z_o=zo)
 
+# %% ../nbs/06_corrgap.ipynb #b7da1823
 def sigma_for_alpha(alpha:float, # target Krippendorff's alpha (interval) of the raters
                     K:int=3, cuts=(-1.5, -0.5, 0.5, 1.5), n_items:int=4000, seed:int=0,
                    )->float:
     "The rater noise sd whose simulated ratings have Krippendorff's alpha `alpha` (bisection on common random numbers)."
     if not 0 < alpha < 1: raise ValueError(f"alpha must be in (0, 1), not {alpha}")
-    rng = np.random.default_rng(seed); z = rng.normal(size=(n_items, 1)); e = rng.normal(size=(n_items, K))
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=(n_items, 1))
+    e = rng.normal(size=(n_items, K))
     f = lambda s: krippendorff_alpha((np.digitize(z + s*e, cuts) + 1.0).T, 'interval')
     lo, hi = 1e-3, 20.0
     for _ in range(40):
@@ -623,25 +732,28 @@ def sigma_for_alpha(alpha:float, # target Krippendorff's alpha (interval) of the
         lo, hi = (mid, hi) if f(mid) > alpha else (lo, mid)
     return math.sqrt(lo*hi)
 
-
 # %% ../nbs/06_corrgap.ipynb #836effea
 def _corr_pairwise(X):
     "Pearson correlations of the columns of X (n, m) over the rows where both are present (NaN for a constant column)."
     if np.isfinite(X).all():                                     # complete data (simulated columns): one matrix product
-        Z = X - X.mean(0); s = np.sqrt((Z*Z).sum(0))
+        Z = X - X.mean(0)
+        s = np.sqrt((Z*Z).sum(0))
         with np.errstate(invalid='ignore', divide='ignore'): C = (Z.T @ Z)/np.outer(s, s)
-        C[:, s == 0] = np.nan; C[s == 0] = np.nan
+        C[:, s == 0] = np.nan
+        C[s == 0] = np.nan
         return np.clip(C, -1, 1)
     return pd.DataFrame(X).corr(min_periods=3).to_numpy()
 
 def _loadings(C):
     "Loadings of K rater columns on one latent score from their correlation matrix C (K, K): l_a^2 = sum_{b<c} C_ab C_ac / sum_{b<c} C_bc; K = 2: both sqrt(C_12)."
-    K = len(C); lim = (1e-3, 0.98**2)
+    K = len(C)
+    lim = (1e-3, 0.98**2)
     if K == 2: return np.full(2, math.sqrt(np.clip(C[0, 1], *lim)))
     out = []
     for a in range(K):
         bc = list(itertools.combinations([x for x in range(K) if x != a], 2))
-        num = sum(C[a, b]*C[a, c] for b, c in bc); den = sum(C[b, c] for b, c in bc)
+        num = sum(C[a, b]*C[a, c] for b, c in bc)
+        den = sum(C[b, c] for b, c in bc)
         out.append(num/den if den > 1e-6 else np.nanmean(np.delete(C[a], a)))
     return np.sqrt(np.clip(np.nan_to_num(np.array(out, float), nan=lim[0]), *lim))
 
@@ -652,8 +764,13 @@ class NullModel:
     two dimensions by `halo[a]` (a rater's halo); each judge sees the latent target only, with loading `lam[j]` (its
     correlation with the latent target) and independent noise. Every column (rater slot, judge) is then mapped to its own
     observed marginal distribution (a rater's bias and scale use, the judge's ties), and the observed missing cells are kept."""
-    lt: np.ndarray; lo: np.ndarray; rho: float; halo: np.ndarray; lam: dict
-    marg: list; masks: np.ndarray   # per column T_1..T_K, O_1..O_K, judges: sorted observed values; (n, columns) observed cells
+    lt: np.ndarray
+    lo: np.ndarray
+    rho: float
+    halo: np.ndarray
+    lam: dict
+    marg: list
+    masks: np.ndarray   # per column T_1..T_K, O_1..O_K, judges: sorted observed values; (n, columns) observed cells
     offset: np.ndarray|None = None  # latent minus observed correlations where fitted (what the discrete scales take away)
     @property
     def reliability_ratio(self)->dict:
@@ -662,23 +779,29 @@ class NullModel:
     def gaussian(self, n:int, rng, size:int=1)->np.ndarray:
         "(size, n, columns) draws on the latent scale."
         K, J = len(self.lt), len(self.lam)
-        zt = rng.standard_normal((size, n)); zo = self.rho*zt + math.sqrt(1 - self.rho**2)*rng.standard_normal((size, n))
+        zt = rng.standard_normal((size, n))
+        zo = self.rho*zt + math.sqrt(1 - self.rho**2)*rng.standard_normal((size, n))
         out = np.empty((size, n, 2*K + J))
         for a in range(K):
-            st = math.sqrt(1 - self.lt[a]**2); c = self.halo[a]/st; d = math.sqrt(max(1 - self.lo[a]**2 - c*c, 0.0))
+            st = math.sqrt(1 - self.lt[a]**2)
+            c = self.halo[a]/st
+            d = math.sqrt(max(1 - self.lo[a]**2 - c*c, 0.0))
             g1, g2 = rng.standard_normal((2, size, n))
-            out[..., a] = self.lt[a]*zt + st*g1; out[..., K + a] = self.lo[a]*zo + c*g1 + d*g2
+            out[..., a] = self.lt[a]*zt + st*g1
+            out[..., K + a] = self.lo[a]*zo + c*g1 + d*g2
         for j, lam in enumerate(self.lam.values()):
             out[..., 2*K + j] = lam*zt + math.sqrt(1 - lam**2)*rng.standard_normal((size, n))
         return out
     def observed(self, G:np.ndarray, masks=True)->np.ndarray:
         "Map latent draws (size, n, columns) to the observed marginals (and, with `masks`, the observed missing cells)."
-        out = np.empty_like(G); U = ndtr(G)                     # the normal CDF: uniform scores
+        out = np.empty_like(G)
+        U = ndtr(G)                     # the normal CDF: uniform scores
         for c, m in enumerate(self.marg):
             out[..., c] = m[np.minimum((U[..., c]*len(m)).astype(int), len(m) - 1)]
         if masks: out[:, ~self.masks] = np.nan
         return out
 
+# %% ../nbs/06_corrgap.ipynb #8608d2b9
 def _fit_closed(C, K, J):
     "Loadings, latent correlation, halo and judge loadings from a correlation matrix of T_1..T_K, O_1..O_K, judges."
     T, O = np.arange(K), np.arange(K, 2*K)
@@ -686,7 +809,8 @@ def _fit_closed(C, K, J):
     cross = [C[a, K + b]/(lt[a]*lo[b]) for a in range(K) for b in range(K) if a != b and np.isfinite(C[a, K + b])]
     rho = float(np.clip(np.mean(cross) if cross else 0.0, -0.98, 0.98))
     halo = np.array([np.nan_to_num(C[a, K + a] - lt[a]*lo[a]*rho) for a in range(K)])
-    lim = 0.98*np.sqrt((1 - lt**2)*(1 - lo**2)); halo = np.clip(halo, -lim, lim)
+    lim = 0.98*np.sqrt((1 - lt**2)*(1 - lo**2))
+    halo = np.clip(halo, -lim, lim)
     lam = [float(np.clip(np.nanmean(C[2*K + j, T]/lt), 0.01, 0.995)) for j in range(J)]
     return lt, lo, rho, halo, lam
 
@@ -706,14 +830,23 @@ def fit_null(preds:dict, # {judge: scores of the target} (NaN: not scored)
     with the non-target's raters are never fitted: under the null they follow from the target's. With `offset` (the
     attenuation found by a fit to the full data) the latent correlations of a resample are its observed ones plus that
     offset: one closed-form fit, no simulation."""
-    R_t, R_o = np.asarray(R_t, float), np.asarray(R_o, float); K = R_t.shape[1]
+    R_t, R_o = np.asarray(R_t, float), np.asarray(R_o, float)
+    K = R_t.shape[1]
     P = np.column_stack([np.asarray(v, float) for v in preds.values()])
-    X = np.column_stack([R_t, R_o, P]); J = P.shape[1]; masks = np.isfinite(X)
+    X = np.column_stack([R_t, R_o, P])
+    J = P.shape[1]
+    masks = np.isfinite(X)
     marg = [np.sort(X[masks[:, c], c]) for c in range(X.shape[1])]
     if any(len(m) < 3 for m in marg): raise ValueError("every rater slot and judge needs at least 3 observed scores to fit the null")
-    C_obs = _corr_pairwise(X); C = C_obs.copy(); rng = np.random.default_rng(seed)
-    used = np.zeros_like(C, bool); used[:2*K, :2*K] = True; used[2*K:, :K] = used[:K, 2*K:] = True
-    if offset is not None: C = np.where(used, C + offset, C); steps = 0
+    C_obs = _corr_pairwise(X)
+    C = C_obs.copy()
+    rng = np.random.default_rng(seed)
+    used = np.zeros_like(C, bool)
+    used[:2*K, :2*K] = True
+    used[2*K:, :K] = used[:K, 2*K:] = True
+    if offset is not None:
+        C = np.where(used, C + offset, C)
+        steps = 0
     for step in range(steps + 1):
         lt, lo, rho, halo, lam = _fit_closed(C, K, J)
         m = NullModel(lt, lo, rho, halo, dict(zip(preds, lam)), marg, masks)
@@ -722,7 +855,6 @@ def fit_null(preds:dict, # {judge: scores of the target} (NaN: not scored)
         C = np.where(used, C + np.nan_to_num(C_obs - C_sim), C)
     m.offset = np.where(used, np.nan_to_num(C - C_obs), 0.0)
     return m
-
 
 # %% ../nbs/06_corrgap.ipynb #3aab0338
 def _null_params(m:NullModel, names)->np.ndarray:
@@ -739,16 +871,20 @@ def _null_spread(s, # (n_sim,) simulated excesses, simulation b drawn from the m
     minus its null mean does. The part of the variance that the slope's own estimation noise adds is taken out.
     With fewer than p + 4 simulations there is no slope: the plain variance of `s`, 0 parameters."""
     ok = np.isfinite(s) & np.isfinite(th).all(1) & np.isfinite(tr).all(1)
-    s, th, tr = s[ok], th[ok], tr[ok]; n = len(s)
+    s, th, tr = s[ok], th[ok], tr[ok]
+    n = len(s)
     keep = th.std(0) > 1e-9 if n else np.zeros(th.shape[1], bool)      # parameters that vary over the resamples
     p = int(keep.sum())
     if n < 3: return np.nan, 0
     if n - p - 1 < 3: return float(s.var(ddof=1)), 0
-    c = th.mean(0)[keep]; A = np.c_[np.ones(n), th[:, keep] - c]
-    coef = np.linalg.lstsq(A, s, rcond=None)[0]; g = coef[1:]
+    c = th.mean(0)[keep]
+    A = np.c_[np.ones(n), th[:, keep] - c]
+    coef = np.linalg.lstsq(A, s, rcond=None)[0]
+    g = coef[1:]
     T = s - (tr[:, keep] - c) @ g                                         # each simulated excess less h(its refit), up to a constant
     var = np.sum((T - T.mean())**2)/(n - 1 - p)
-    r = s - A @ coef; V = (r @ r)/(n - p - 1)*np.linalg.pinv(A.T @ A)[1:, 1:]     # the slope's sampling covariance
+    r = s - A @ coef
+    V = (r @ r)/(n - p - 1)*np.linalg.pinv(A.T @ A)[1:, 1:]     # the slope's sampling covariance
     noise = np.trace(np.atleast_2d(np.cov((tr - th)[:, keep].T)) @ V)
     return float(max(var - noise, r @ r/(n - p - 1))), p               # never below the residual variance of s
 
@@ -764,6 +900,62 @@ def _p_predictive(obs, s, var=None, dof=None):
 
 
 # %% ../nbs/06_corrgap.ipynb #8089ce25
+def _canonical_order(P:dict, R_t, R_o, docs, ids)->tuple:
+    """(R_t, R_o, document codes, P, ids) in a canonical item order (by document, then by the items' ratings and scores): the
+    simulated draws then belong to the same items whatever the rows' order or the items' ids."""
+    n = len(R_t)
+    dcode = np.zeros(n, int) if docs is None else np.unique(np.asarray(docs), return_inverse=True)[1].ravel()
+    cols = np.column_stack([R_t, R_o] + list(P.values()))
+    order = np.lexsort(tuple(np.nan_to_num(cols, nan=np.inf).T[::-1]) + (dcode,))
+    return R_t[order], R_o[order], dcode[order], {k: v[order] for k, v in P.items()}, None if ids is None else np.asarray(ids)[order]
+
+def _null_refused(P:dict, names:list, R_t, R_o, min_agreement:float)->pd.DataFrame|None:
+    "The rows of a null that cannot be fitted (too few scores, or raters of t or o who do not agree), saying why; None when it can."
+    if not names or min(np.isfinite(R_t).sum(0).min(), np.isfinite(R_o).sum(0).min()) < 6:
+        return pd.DataFrame([dict(judge=k, n_sim=0, null_note='too few scores') for k in P])
+    K = R_t.shape[1]
+    agree = [np.nanmean(C[~np.eye(K, dtype=bool)]) for C in (_corr_pairwise(R_t), _corr_pairwise(R_o))]
+    if min(agree) >= min_agreement: return None
+    note = f'not identified: mean correlation between rater slots {agree[0]:.3f} (target), {agree[1]:.3f} (non-target) < {min_agreement}'
+    return pd.DataFrame([dict(judge=k, n_sim=0, null_note=note) for k in P])
+
+def _simulate_null(m:NullModel, P:dict, R_t, R_o, ids, clusters, n_sim:int, seed:int, method:str, bins, ties:str)->tuple:
+    """(sims, th, tr): per judge and simulation, the excess of a dataset simulated from the model fitted to a bootstrap
+    resample of `clusters` (NaN where the resample cannot be fitted), the parameters it was drawn from and those refitted to it."""
+    names, (n, K) = list(P), R_t.shape
+    rng = np.random.default_rng(seed + 1)
+    W = bootstrap_weights(clusters, n_sim, seed + 2)
+    sims = np.full((len(names), n_sim), np.nan)
+    th = np.full((len(names), n_sim, 5), np.nan)
+    tr = th.copy()
+    for b in range(n_sim):
+        idx = np.repeat(np.arange(n), W[b])
+        try: mb = fit_null({k: v[idx] for k, v in P.items()}, R_t[idx], R_o[idx], offset=m.offset)
+        except ValueError: continue                                  # a resample without 3 scores of some column
+        mb.masks = m.masks                                           # the data's items and missing cells
+        X = mb.observed(mb.gaussian(n, rng))[0]
+        sim = {k: X[:, 2*K + j] for j, k in enumerate(names)}
+        sims[:, b] = human_baseline(sim, X[:, :K], X[:, K:2*K], ids=ids, method=method, bins=bins, n_boot=0, ties=ties).excess.to_numpy()
+        try: mr = fit_null(sim, X[:, :K], X[:, K:2*K], offset=m.offset)
+        except ValueError: continue                                  # a simulated column with < 3 scores: no refit
+        th[:, b], tr[:, b] = _null_params(mb, names), _null_params(mr, names)   # drawn from, and refitted to, this dataset
+    return sims, th, tr
+
+def _null_row(k, m:NullModel, sims, th, tr, obs:float, keep_sims:bool)->dict:
+    "The null's row of judge `k` from its simulated excesses `sims` (and the parameters `th`, `tr` of `_null_spread`)."
+    s = sims[np.isfinite(sims)]
+    v_fit, p_fit = _null_spread(sims, th, tr)
+    var = max(s.var(ddof=1), v_fit) if len(s) > 1 else np.nan         # the wider: never narrower than the simulations
+    dof = len(s) - 1 - p_fit
+    row = dict(judge=k, reliability_ratio=m.reliability_ratio[k], judge_loading=m.lam[k], rater_loading=float(m.lt.mean()),
+               latent_rho=m.rho, halo=float(m.halo.mean()), excess=obs,
+               excess_null=float(s.mean()) if len(s) else np.nan, excess_null_sd=math.sqrt(var) if len(s) > 1 else np.nan,
+               excess_corrected=obs - s.mean() if len(s) else np.nan,
+               p_corrected=_p_predictive(obs, s, var, dof), p_corrected_mc=(1 + np.sum(s >= obs - 1e-12))/(len(s) + 1) if len(s) and np.isfinite(obs) else np.nan,
+               n_sim=len(s), null_dof=dof)
+    if keep_sims: row['sims'] = sims
+    return row
+
 def matched_null(preds, # judge scores for the target: an array, or {name: array}
                  R_t, R_o, # (n, K) individual human ratings, as in `human_baseline`
                  ids=None, method:str='spearman', bins='exact', ties:str='fractional',
@@ -792,56 +984,20 @@ def matched_null(preds, # judge scores for the target: an array, or {name: array
     Where the raters of t or o do not agree (mean correlation between rater slots below `min_agreement`) there is no latent
     score to fit: the row has `n_sim` 0 and says why (`null_note`)."""
     preds = preds if isinstance(preds, dict) else {'judge': preds}
-    R_t, R_o = np.asarray(R_t, float), np.asarray(R_o, float); n, K = R_t.shape
+    R_t, R_o = np.asarray(R_t, float), np.asarray(R_o, float)
+    n, K = R_t.shape
     if K < 2: raise ValueError("the null needs >= 2 rater slots per item")
-    P = {k: np.asarray(v, float) for k, v in preds.items()}
-    # a canonical item order (by document, then by the items' ratings and scores): the simulated draws then belong to the
-    # same items whatever the rows' order or the items' ids, so the null's numbers do not change when either does
-    dcode = np.zeros(n, int) if docs is None else np.unique(np.asarray(docs), return_inverse=True)[1].ravel()
-    cols = np.column_stack([R_t, R_o] + list(P.values()))
-    order = np.lexsort(tuple(np.nan_to_num(cols, nan=np.inf).T[::-1]) + (dcode,))
-    R_t, R_o, dcode = R_t[order], R_o[order], dcode[order]; P = {k: v[order] for k, v in P.items()}
-    ids = None if ids is None else np.asarray(ids)[order]
+    R_t, R_o, dcode, P, ids = _canonical_order({k: np.asarray(v, float) for k, v in preds.items()}, R_t, R_o, docs, ids)
     names = [k for k, v in P.items() if np.isfinite(v).sum() >= 6 and np.nanstd(v) > 0]     # a judge with scores that vary
-    if not names or min(np.isfinite(R_t).sum(0).min(), np.isfinite(R_o).sum(0).min()) < 6:
-        return pd.DataFrame([dict(judge=k, n_sim=0, null_note='too few scores') for k in P])
-    agree = [np.nanmean(C[~np.eye(K, dtype=bool)]) for C in (_corr_pairwise(R_t), _corr_pairwise(R_o))]
-    if not min(agree) >= min_agreement:        # raters who do not agree carry no latent score to fit (alpha near 0)
-        note = f'not identified: mean correlation between rater slots {agree[0]:.3f} (target), {agree[1]:.3f} (non-target) < {min_agreement}'
-        return pd.DataFrame([dict(judge=k, n_sim=0, null_note=note) for k in P])
+    refused = _null_refused(P, names, R_t, R_o, min_agreement)
+    if refused is not None: return refused
     if observed is None:
         observed = dict(zip(P, human_baseline(P, R_t, R_o, ids=ids, method=method, bins=bins, n_boot=0, ties=ties).excess))
     P = {k: P[k] for k in names}
     m = fit_null(P, R_t, R_o, seed=seed)
-    rng = np.random.default_rng(seed + 1)
-    W = bootstrap_weights(np.arange(n) if docs is None else dcode, n_sim, seed + 2)
-    sims = np.full((len(names), n_sim), np.nan); th = np.full((len(names), n_sim, 5), np.nan); tr = th.copy()
-    for b in range(n_sim):
-        idx = np.repeat(np.arange(n), W[b])
-        try: mb = fit_null({k: v[idx] for k, v in P.items()}, R_t[idx], R_o[idx], offset=m.offset)
-        except ValueError: continue                                  # a resample without 3 scores of some column
-        mb.masks = m.masks                                           # the data's items and missing cells
-        X = mb.observed(mb.gaussian(n, rng))[0]
-        hb = human_baseline({k: X[:, 2*K + j] for j, k in enumerate(names)}, X[:, :K], X[:, K:2*K], ids=ids, method=method,
-                            bins=bins, n_boot=0, ties=ties)
-        sims[:, b] = hb.excess.to_numpy()
-        try: mr = fit_null({k: X[:, 2*K + j] for j, k in enumerate(names)}, X[:, :K], X[:, K:2*K], offset=m.offset)
-        except ValueError: continue                                  # a simulated column with < 3 scores: no refit
-        th[:, b], tr[:, b] = _null_params(mb, names), _null_params(mr, names)   # drawn from, and refitted to, this dataset
-    rows = []
-    for j, k in enumerate(names):
-        s = sims[j][np.isfinite(sims[j])]; obs = observed.get(k, np.nan)
-        v_fit, p_fit = _null_spread(sims[j], th[j], tr[j])
-        var = max(s.var(ddof=1), v_fit) if len(s) > 1 else np.nan         # the wider: never narrower than the simulations
-        dof = len(s) - 1 - p_fit
-        row = dict(judge=k, reliability_ratio=m.reliability_ratio[k], judge_loading=m.lam[k], rater_loading=float(m.lt.mean()),
-                   latent_rho=m.rho, halo=float(m.halo.mean()), excess=obs,
-                   excess_null=float(s.mean()) if len(s) else np.nan, excess_null_sd=math.sqrt(var) if len(s) > 1 else np.nan,
-                   excess_corrected=obs - s.mean() if len(s) else np.nan,
-                   p_corrected=_p_predictive(obs, s, var, dof), p_corrected_mc=(1 + np.sum(s >= obs - 1e-12))/(len(s) + 1) if len(s) and np.isfinite(obs) else np.nan,
-                   n_sim=len(s), null_dof=dof)
-        if keep_sims: row['sims'] = sims[j]
-        rows.append(row)
+    clusters = np.arange(n) if docs is None else dcode
+    sims, th, tr = _simulate_null(m, P, R_t, R_o, ids, clusters, n_sim, seed, method, bins, ties)
+    rows = [_null_row(k, m, sims[j], th[j], tr[j], observed.get(k, np.nan), keep_sims) for j, k in enumerate(names)]
     rows += [dict(judge=k, n_sim=0) for k in preds if k not in names]
     return pd.DataFrame(rows)
 
@@ -849,7 +1005,8 @@ def matched_null(preds, # judge scores for the target: an array, or {name: array
 # %% ../nbs/06_corrgap.ipynb #2c36b302
 def _wcov_stack(W, X, Y):
     "Weighted covariances of the columns of X (n, p) with Y (n, p), pairwise over rows where both are present, for every row of W (B, n): (B, p)."
-    M = ~(np.isnan(X) | np.isnan(Y)); X0, Y0 = np.where(M, X, 0.0), np.where(M, Y, 0.0)
+    M = ~(np.isnan(X) | np.isnan(Y))
+    X0, Y0 = np.where(M, X, 0.0), np.where(M, Y, 0.0)
     S = W @ M.astype(float)
     with np.errstate(invalid='ignore', divide='ignore'):
         mx, my = (W @ X0)/S, (W @ Y0)/S
@@ -868,7 +1025,8 @@ def _w_from_moments(cJT, cJO, cTT, cOO, cTO):
     "w, beta_t, beta_o, rho from the mean cross-rater moments (arrays of one shape); beta on the latent (unit variance) scale, in units of the judge's scores."
     with np.errstate(invalid='ignore', divide='ignore'):
         lt, lo = np.sqrt(np.where(cTT > 0, cTT, np.nan)), np.sqrt(np.where(cOO > 0, cOO, np.nan))
-        rho = cTO/(lt*lo); A, B = cJT/lt, cJO/lo        # A = b_t + b_o rho, B = b_t rho + b_o
+        rho = cTO/(lt*lo)
+        A, B = cJT/lt, cJO/lo        # A = b_t + b_o rho, B = b_t rho + b_o
         bt, bo = (A - rho*B)/(1 - rho**2), (B - rho*A)/(1 - rho**2)
         w = bo/(bt + bo)
     w = np.where(np.abs(rho) < 1, w, np.nan)
@@ -887,7 +1045,8 @@ def dependence_weight(preds, # judge scores for the target: an array, or {name: 
     R_t, R_o = np.asarray(R_t, float), np.asarray(R_o, float)
     if R_t.ndim != 2 or R_t.shape != R_o.shape: raise ValueError(f"R_t and R_o must be (items, raters) arrays of one shape, got {R_t.shape} and {R_o.shape}")
     n, K = R_t.shape
-    names = list(preds); P = np.stack([np.asarray(preds[k], float) for k in names], 1) if names else np.zeros((n, 0))
+    names = list(preds)
+    P = np.stack([np.asarray(preds[k], float) for k in names], 1) if names else np.zeros((n, 0))
     if len(P) != n: raise ValueError(f"every judge needs {n} scores (one per row of R_t)")
     W = bootstrap_weights(np.arange(n) if docs is None else docs, n_boot, seed) if n_boot else np.zeros((0, n), int)
     W = np.r_[np.ones((1, n)), W].astype(float)        # row 0: the data themselves (point estimates)
@@ -900,9 +1059,13 @@ def dependence_weight(preds, # judge scores for the target: an array, or {name: 
         cJT = np.nanmean(np.stack([_wcov_stack(W, P, np.repeat(R_t[:, [a]], P.shape[1], 1)) for a in range(K)]), 0)
         cJO = np.nanmean(np.stack([_wcov_stack(W, P, np.repeat(R_o[:, [a]], P.shape[1], 1)) for a in range(K)]), 0)
     w, bt, bo, rho = _w_from_moments(cJT, cJO, cTT[:, None], cOO[:, None], cTO[:, None])
-    lo_q, hi_q = (1 - ci)/2, (1 + ci)/2; rows = []
+    lo_q, hi_q = (1 - ci)/2, (1 + ci)/2
+    rows = []
     for j, name in enumerate(names):
-        wb = w[1:, j]; wb = wb[np.isfinite(wb)]; nb = len(wb); note = ''
+        wb = w[1:, j]
+        wb = wb[np.isfinite(wb)]
+        nb = len(wb)
+        note = ''
         if K < 2: note = 'not identified: fewer than 2 rater slots'
         elif not (agree[0] >= min_agreement and agree[1] >= min_agreement):
             note = f'not identified: raters barely agree (mean inter-slot r {agree[0]:.3f} in t, {agree[1]:.3f} in o; min_agreement {min_agreement})'
@@ -934,15 +1097,18 @@ def synthetic_dependence(dataset_or_gt=None, # None (simulate), a dataset name o
     if isinstance(dataset_or_gt, str): dataset_or_gt = as_dataset(dataset_or_gt)
     if dataset_or_gt is None:
         z = rng.multivariate_normal([0, 0], [[1, rho], [rho, 1]], size=n)
-        t, o = (np.digitize(z[:, k], cuts) + 1.0 for k in (0, 1)); ids = np.arange(n)
+        t, o = (np.digitize(z[:, k], cuts) + 1.0 for k in (0, 1))
+        ids = np.arange(n)
         standardize = bool(standardize)
     elif hasattr(dataset_or_gt, 'human_mean'):
         if not dims or len(dims) != 2: raise ValueError("give dims=(target, non_target) with a Dataset")
         hm = dataset_or_gt.human_mean([dataset_or_gt.dim(d).name for d in dims]).dropna()
-        t, o = hm.iloc[:, 0].values, hm.iloc[:, 1].values; ids = hm.index.values
+        t, o = hm.iloc[:, 0].values, hm.iloc[:, 1].values
+        ids = hm.index.values
         standardize = True if standardize is None else standardize
     else:
-        t, o = (np.asarray(a, float) for a in dataset_or_gt); ids = np.arange(len(t))
+        t, o = (np.asarray(a, float) for a in dataset_or_gt)
+        ids = np.arange(len(t))
         standardize = True if standardize is None else standardize
     eps = rng.normal(0, noise, len(t))
     zs = (lambda a: (a - a.mean())/a.std()) if standardize else (lambda a: a)
@@ -958,6 +1124,7 @@ def quality_groups(pred_t, gt_t, gt_o, threshold:float, ids=None, **kwargs)->dic
         out[name] = corrgap(p_[m], t_[m], o_[m], ids=ids_[m], **kwargs)
     return out
 
+# %% ../nbs/06_corrgap.ipynb #f6e2f85d
 def _cut_ok(x, c, need):
     lo, hi = x[x < c], x[x >= c]
     return len(np.unique(lo)) >= 2 and len(np.unique(hi)) >= 2 and len(lo) >= need and len(hi) >= need
@@ -967,19 +1134,22 @@ def quality_cut(x, # the target's human means
                 min_n:int=30, min_frac:float=0.2, # each group needs at least min(min_n, min_frac * n) items
                )->tuple: # (cut, moved): the cut used and whether it was moved
     "A non-degenerate cut: both groups with at least 2 distinct values and enough items; else the nearest observed value that is."
-    x = np.asarray(x, float); x = x[np.isfinite(x)]
+    x = np.asarray(x, float)
+    x = x[np.isfinite(x)]
     need = min(min_n, int(np.ceil(min_frac*len(x))))
     if _cut_ok(x, threshold, need): return float(threshold), False
     cands = [c for c in np.unique(x) if _cut_ok(x, c, need)]
     if not cands: return float(threshold), False
     return float(min(cands, key=lambda c: (abs(c - threshold), c))), True
 
+# %% ../nbs/06_corrgap.ipynb #31a53d68
 def quality_threshold_rule(dataset, # a `judgelab.data.Dataset` or a dataset name
                            dim:str, # target dimension
                            min_n:int=30, min_frac:float=0.2, # see `quality_cut`
                           )->tuple: # (threshold, rule): rule 'registry', 'median', or 'moved: ...'
     "The registry's threshold of `dim` (a number or the median human mean), moved to the nearest non-degenerate cut where it is degenerate."
-    ds = as_dataset(dataset); dim = ds.dim(dim).name
+    ds = as_dataset(dataset)
+    dim = ds.dim(dim).name
     thr = ds.spec.quality_threshold
     thr = thr.get(dim, 'median') if isinstance(thr, dict) else thr
     x = ds.human_mean([dim])[dim].values
@@ -990,6 +1160,7 @@ def quality_threshold_rule(dataset, # a `judgelab.data.Dataset` or a dataset nam
     where = 'at the ceiling' if want >= np.nanmax(x) else ('at the floor' if want <= np.nanmin(x) else 'degenerate')
     return cut, f'moved: {rule} {where} ({want:g} -> {cut:g})'
 
+# %% ../nbs/06_corrgap.ipynb #c3f11ab9
 def quality_threshold(dataset, # a `judgelab.data.Dataset` or a dataset name
                       dim:str, # target dimension
                      )->float:
@@ -1020,7 +1191,8 @@ class CorrGapMatrix:
     def judge_mean(self): return float(self.per_target['gap'].mean())
     def summary(self, alpha:float=0.05, ci:float=0.95)->dict:
         "Judge level: the mean over targets of each per-target mean, pairs significant at BH `alpha`, and a bootstrap CI of the mean excess."
-        pt = self.per_target; L = self.long
+        pt = self.per_target
+        L = self.long
         out = dict(judge=self.judge, model=self.model, pairs=len(L), **{c: float(pt[c].mean()) for c in pt.columns if c != 'gap_max'})
         out['sig_raw'] = int((L.p_bh < alpha).sum()) if 'p_bh' in L else 0
         if 'excess' in L:
@@ -1035,16 +1207,76 @@ class CorrGapMatrix:
 
 SUMMARY_COLUMNS = ['gap', 'gap_human', 'gap_judge_loo', 'excess', 'reliability_ratio', 'excess_null', 'excess_corrected', 'w']
 
+# %% ../nbs/06_corrgap.ipynb #33a5b8db
 def _mean_ci(boot, long, ci=0.95):
     "Percentile CI of the judge-level mean excess (mean over targets of the per-target mean) from the pairs' common bootstrap resamples."
     if boot is None or not len(boot) or boot.shape[1] < 2: return (np.nan, np.nan)
     t = long.target.values
     per_t = np.stack([boot[t == x].mean(0) for x in pd.unique(t)])      # NaN in a resample propagates
-    m = per_t.mean(0); m = m[np.isfinite(m)]; a = (1 - ci)/2
+    m = per_t.mean(0)
+    m = m[np.isfinite(m)]
+    a = (1 - ci)/2
     return (float(np.quantile(m, a)), float(np.quantile(m, 1 - a))) if len(m) >= 2 else (np.nan, np.nan)
 
 WEIGHT_COLUMNS = ['w', 'w_lo', 'w_hi', 'p_w', 'w_note']   # `dependence_weight`'s estimate of the judge's weight on the non-target
 NULL_COLUMNS = ['reliability_ratio', 'excess_null', 'excess_null_sd', 'excess_corrected', 'p_corrected', 'p_corrected_mc', 'n_sim']
+
+def _audit_data(judgments:pd.DataFrame, ds, targets, baseline:bool, n_boot:int, seed:int)->tuple:
+    """(judges, their scores items x dimensions, human means, item ids, documents, targets, rater slots, bootstrap weights):
+    what every pair of `corrgap_audit` reads, the items in canonical order (the draws do not depend on row order or ids)."""
+    s = judgment_scores(as_judgments(judgments, ds))
+    judges = s[['judge', 'model']].drop_duplicates().values.tolist()
+    if not judges: raise ValueError("no judgments to audit")
+    wide = {(j, m): g.pivot(index='item_id', columns='dimension', values='score')
+            for (j, m), g in s.groupby(['judge', 'model'], sort=False)}
+    hm = ds.human_mean().reindex(canonical_items(ds, wide.values()))
+    wide = {k: w.reindex(hm.index) for k, w in wide.items()}
+    docs = ds.items.set_index('item_id').doc_id.reindex(hm.index).values
+    judged = [d for d in ds.spec.dim_names if any(d in w for w in wide.values())]
+    targets = [ds.dim(t).name for t in (targets or judged)]
+    slots = {d: rater_slots(ds, d).reindex(hm.index).values for d in ds.spec.dim_names} if baseline else {}
+    W = bootstrap_weights(docs, n_boot, seed) if baseline and n_boot else None
+    return judges, wide, hm, hm.index.values, docs, targets, slots, W
+
+def _audit_pair_list(ds, targets:list, others)->list:
+    "[(i, target, k, non-target)]: every target against every non-target (default: every other dimension except 'overall')."
+    return [(i, t, k, o) for i, t in enumerate(targets)
+            for k, o in enumerate([ds.dim(x).name for x in others] if others else [d for d in ds.spec.dim_names if d not in (t, 'overall')])
+            if o != t]
+
+def _pair_baselines(preds:dict, R_t, R_o, ids, docs, W, method:str, bins, ties:str, null:bool, n_sim:int, weight:bool, n_boot:int,
+                    seed:int, null_seed:int)->tuple:
+    "({judge: human baseline row}, {judge: matched null row} or None, {judge: dependence weight row} or None) of one pair."
+    hb = dict(zip(preds, human_baseline(preds, R_t, R_o, ids=ids, method=method, bins=bins, W=W, ties=ties, keep_boot=True).to_dict('records')))
+    mn = None
+    if null:
+        mn = {r['judge']: r for r in matched_null(preds, R_t, R_o, ids=ids, method=method, bins=bins, ties=ties, n_sim=n_sim,
+                                                   docs=docs, seed=null_seed, observed={jm: hb[jm]['excess'] for jm in preds}).to_dict('records')}
+    dw = None
+    if weight: dw = {r['judge']: r for r in dependence_weight(preds, R_t, R_o, docs=docs, n_boot=n_boot, seed=seed).to_dict('records')}
+    return hb, mn, dw
+
+def _audit_row(jm:tuple, t:str, o:str, r:CorrGapResult, hb, mn, dw)->dict:
+    "The row of judge `jm` for pair (t, o): the CorrGap `r`, then the human baseline, the null and the weight where computed."
+    row = dict(judge=jm[0], model=jm[1], target=t, other=o, **r.as_dict())
+    if hb is None: return row
+    b = hb[jm]
+    row.update({c: b[c] for c in ('gap_human', 'gap_judge_loo', 'excess', 'excess_lo', 'excess_hi', 'p_excess', 'k_raters')})
+    if mn is not None: row.update({c: mn[jm].get(c, np.nan) for c in NULL_COLUMNS + ['null_note']})
+    if dw is not None: row.update({c: dw[jm][c] for c in WEIGHT_COLUMNS})
+    return row
+
+def _audit_matrices(rows:dict, boots:dict, test, baseline:bool, null:bool, n_boot:int)->dict:
+    "{(judge, model): CorrGapMatrix} of the rows of each judge, with the BH-adjusted p-values over its pairs."
+    out = {}
+    for jm in rows:
+        if not rows[jm]: continue
+        long = pd.DataFrame(rows[jm])
+        long['p_bh'] = fdr_adjust(long.p.values, 'bh') if test else np.nan
+        if baseline: long['p_excess_bh'] = fdr_adjust(long.p_excess.values, 'bh')
+        if baseline and null: long['p_corrected_bh'] = fdr_adjust(long.p_corrected.values, 'bh')
+        out[jm] = CorrGapMatrix(long, *jm, boot=np.stack(boots[jm]) if baseline and n_boot else None)
+    return out
 
 def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (schema of judgelab.judgments), or a plain table item_id, dimension, score
                   dataset, # a `judgelab.data.Dataset` or a dataset name
@@ -1061,58 +1293,26 @@ def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (sch
                   progress:bool=False, # a progress bar on stderr
                  )->dict: # {(judge, model): CorrGapMatrix}
     "CorrGap matrices of every judge in `judgments`; the human baseline is computed once per pair for all judges."
-    _check_ties(ties); ds = as_dataset(dataset)
-    s = judgment_scores(as_judgments(judgments, ds))
-    judges = s[['judge', 'model']].drop_duplicates().values.tolist()
-    if not judges: raise ValueError("no judgments to audit")
-    wide = {(j, m): g.pivot(index='item_id', columns='dimension', values='score')
-            for (j, m), g in s.groupby(['judge', 'model'], sort=False)}
-    hm = ds.human_mean().reindex(canonical_items(ds, wide.values())); ids = hm.index.values   # draws do not depend on row order or ids
-    wide = {k: w.reindex(hm.index) for k, w in wide.items()}
-    docs = ds.items.set_index('item_id').doc_id.reindex(hm.index).values
-    judged = [d for d in ds.spec.dim_names if any(d in w for w in wide.values())]
-    targets = [ds.dim(t).name for t in (targets or judged)]
-    slots = {d: rater_slots(ds, d).reindex(hm.index).values for d in ds.spec.dim_names} if baseline else {}
-    W = bootstrap_weights(docs, n_boot, seed) if baseline and n_boot else None
-    rows = {tuple(k): [] for k in judges}; boots = {tuple(k): [] for k in judges}
-    pairs = [(i, t, k, o) for i, t in enumerate(targets)
-             for k, o in enumerate([ds.dim(x).name for x in others] if others else [d for d in ds.spec.dim_names if d not in (t, 'overall')])
-             if o != t]
-    for i, t, k, o in tqdm(pairs, desc=f'CorrGap {ds.name}', disable=not progress, file=sys.stderr):
+    _check_ties(ties)
+    ds = as_dataset(dataset)
+    judges, wide, hm, ids, docs, targets, slots, W = _audit_data(judgments, ds, targets, baseline, n_boot, seed)
+    rows = {tuple(k): [] for k in judges}
+    boots = {tuple(k): [] for k in judges}
+    for i, t, k, o in tqdm(_audit_pair_list(ds, targets, others), desc=f'CorrGap {ds.name}', disable=not progress, file=sys.stderr):
         preds = {jm: w[t].values for jm, w in wide.items() if t in w}   # judges with judgments of t (all failed: NaN rows)
         if not preds: continue
-        hb = None
+        hb = mn = dw = None
         if baseline:
-            hb = dict(zip(preds, human_baseline(preds, slots[t], slots[o], ids=ids, method=method, bins=bins, W=W, ties=ties,
-                                                keep_boot=True).to_dict('records')))
-        mn = None
-        if baseline and null:
-            mn = {r['judge']: r for r in matched_null(preds, slots[t], slots[o], ids=ids, method=method, bins=bins, ties=ties, n_sim=n_sim,
-                                                       docs=docs, seed=seed + 1000*i + k, observed={jm: hb[jm]['excess'] for jm in preds}).to_dict('records')}
-        dw = None
-        if baseline and weight:
-            dw = {r['judge']: r for r in dependence_weight(preds, slots[t], slots[o], docs=docs, n_boot=n_boot, seed=seed).to_dict('records')}
+            hb, mn, dw = _pair_baselines(preds, slots[t], slots[o], ids, docs, W, method, bins, ties, null, n_sim, weight, n_boot,
+                                         seed, seed + 1000*i + k)
         for jm, pred in preds.items():
             r = corrgap(pred, hm[t].values, hm[o].values, ids=ids, method=method, control=control, bins=bins,
                         test=test, n_perm=n_perm, seed=seed + 1000*i + k, ties=ties)
-            row = dict(judge=jm[0], model=jm[1], target=t, other=o, **r.as_dict())
-            if hb is not None:
-                b = hb[jm]
-                row.update({c: b[c] for c in ('gap_human', 'gap_judge_loo', 'excess', 'excess_lo', 'excess_hi', 'p_excess', 'k_raters')})
-                boots[jm].append(b['boot'] if len(b['boot']) else np.zeros(0))
-                if mn is not None: row.update({c: mn[jm].get(c, np.nan) for c in NULL_COLUMNS + ['null_note']})
-                if dw is not None: row.update({c: dw[jm][c] for c in WEIGHT_COLUMNS})
-            rows[jm].append(row)
-    out = {}
-    for jm in rows:
-        if not rows[jm]: continue
-        long = pd.DataFrame(rows[jm])
-        long['p_bh'] = fdr_adjust(long.p.values, 'bh') if test else np.nan
-        if baseline: long['p_excess_bh'] = fdr_adjust(long.p_excess.values, 'bh')
-        if baseline and null: long['p_corrected_bh'] = fdr_adjust(long.p_corrected.values, 'bh')
-        out[jm] = CorrGapMatrix(long, *jm, boot=np.stack(boots[jm]) if baseline and n_boot else None)
-    return out
+            rows[jm].append(_audit_row(jm, t, o, r, hb, mn, dw))
+            if hb is not None: boots[jm].append(hb[jm]['boot'] if len(hb[jm]['boot']) else np.zeros(0))
+    return _audit_matrices(rows, boots, test, baseline, null, n_boot)
 
+# %% ../nbs/06_corrgap.ipynb #68baffcc
 def corrgap_matrix(judgments:pd.DataFrame, # judgments (schema of judgelab.judgments) or a plain table item_id, dimension, score; filtered to one judge below
                    dataset, # a `judgelab.data.Dataset` or a dataset name
                    judge:str|None=None, model:str|None=None, # which judge (needed if several are present)
