@@ -17,8 +17,8 @@ __all__ = ['LIB', 'code_inputs', 'code_version', 'run_inputs']
 # %% ../nbs/12a_sweep_deps.ipynb #51c58ffc
 LIB = Path(core.__file__).parent  # the judgelab package
 
-def _judgelab_imports(tree, inside:bool=False)->set:
-    "Names of the judgelab modules a module's AST imports (`inside`: the module is judgelab's own, so `from .x` counts)."
+def _judgelab_imports(tree, inside:bool=False, level:int=1)->set:
+    "Names of the judgelab modules a module's AST imports (`inside`: the module is judgelab's own, so `from .x` counts; `level`: the dots that name the package, 2 in a subpackage such as judgelab/datasets/)."
     mods, out = {p.stem for p in LIB.glob('*.py')}, set()
     def top(body): # module-level statements, and those inside if/try/with (imports in functions are not allowed in judgelab)
         for n in body:
@@ -33,21 +33,22 @@ def _judgelab_imports(tree, inside:bool=False)->set:
         elif isinstance(node, ast.ImportFrom):
             parts = (node.module or '').split('.') if node.module else []
             if node.level == 0 and parts[:1] == ['judgelab']: parts = parts[1:]
-            elif not (inside and node.level == 1): continue
+            elif not (inside and node.level == level): continue
             if parts: out.add(parts[0]) if parts[0] in mods else None
             else: out.update(a.name for a in node.names if a.name in mods)
     return out
 
 @functools.lru_cache(maxsize=None)
-def _module_imports_at(path:str, mtime:int)->frozenset: return frozenset(_judgelab_imports(ast.parse(Path(path).read_text()), inside=True))
+def _module_imports_at(path:str, mtime:int, level:int=1)->frozenset: return frozenset(_judgelab_imports(ast.parse(Path(path).read_text()), inside=True, level=level))
 def _module_imports(m:str)->frozenset:
+    "The judgelab modules module `m` imports ('data', or 'datasets/summeval' for a subpackage's module)."
     p = LIB/f'{m}.py'
-    return _module_imports_at(str(p), p.stat().st_mtime_ns)
+    return _module_imports_at(str(p), p.stat().st_mtime_ns, m.count('/') + 1)
 
 def code_inputs(template:str|Path)->list:
     "The judgelab modules a template imports, directly or through other judgelab modules: a change to any of them makes its runs stale."
     t = Path(template).resolve()
-    return list(_code_inputs(str(t), t.stat().st_mtime_ns, tuple((p.name, p.stat().st_mtime_ns) for p in sorted(LIB.glob('*.py')))))
+    return list(_code_inputs(str(t), t.stat().st_mtime_ns, tuple((p.name, p.stat().st_mtime_ns) for p in sorted(LIB.rglob('*.py')))))
 
 @functools.lru_cache(maxsize=256)
 def _code_inputs(template:str, *stamps)->tuple:
@@ -65,6 +66,7 @@ def _code_inputs(template:str, *stamps)->tuple:
         if m in seen: continue
         seen.add(m)
         todo |= _module_imports(m)
+        if m == 'data': todo |= {f'datasets/{p.stem}' for p in sorted((LIB/'datasets').glob('*.py')) if p.stem != '__init__'}   # the registry imports each dataset's module by name
     return tuple(LIB/f'{m}.py' for m in sorted(seen))
 
 
