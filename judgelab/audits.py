@@ -75,14 +75,17 @@ def bh_all(mats:dict, # {(judge, model): CorrGapMatrix} from `corrgap_audit`
         if c in L: L[f'{c}_bh_all'] = fdr_adjust(L[c].values, 'bh')
     return L
 
+# %% ../nbs/06a_audit.ipynb #5d84564c
 def _judge_means(m, col):
     "A judge's mean over targets of its per-target mean of `col`, and the same on each bootstrap resample (excess only)."
     L = m.long
     return float(L.groupby('target', sort=False)[col].mean().mean()) if col in L else np.nan
 
+# %% ../nbs/06a_audit.ipynb #3aca06eb
 def _cluster_boot(vals, groups_a, groups_b, mode, n_boot, rng):
     "Means of judge values over resamples of clusters: 'a' (model), 'b' (prompt family), or 'two-way' (both, judges in both drawn sets)."
-    ua, ia = np.unique(groups_a, return_inverse=True); ub, ib = np.unique(groups_b, return_inverse=True)
+    ua, ia = np.unique(groups_a, return_inverse=True)
+    ub, ib = np.unique(groups_b, return_inverse=True)
     out = np.full(n_boot, np.nan)
     for b in range(n_boot):
         wa = np.bincount(rng.integers(0, len(ua), len(ua)), minlength=len(ua)) if mode in ('a', 'two-way') else np.ones(len(ua))
@@ -91,6 +94,7 @@ def _cluster_boot(vals, groups_a, groups_b, mode, n_boot, rng):
         if w.sum() > 0: out[b] = np.sum(w*vals)/w.sum()
     return out
 
+# %% ../nbs/06a_audit.ipynb #929fb5cb
 def judge_inference(mats:dict, # {(judge, model): CorrGapMatrix} from `corrgap_audit`
                     alpha:float=0.05, # BH level (across all judges x pairs) and 1 - CI level
                     n_boot:int=2000, # resamples of judges
@@ -99,16 +103,19 @@ def judge_inference(mats:dict, # {(judge, model): CorrGapMatrix} from `corrgap_a
                     min_clusters:int=5, # fewer clusters than this: the CI is flagged unreliable
                    )->pd.DataFrame: # one row per quantity (excess, excess_corrected where present)
     "Inference over JUDGES: how many judges have a significant pair under BH across all judges x pairs, and the judge-level mean with CIs resampling models, prompt families, or both."
-    L = bh_all(mats, alpha); keys = list(mats)
+    L = bh_all(mats, alpha)
+    keys = list(mats)
     ca, cb = clusters
     ga = np.array([k[1] if ca == 'model' else k[0] for k in keys], dtype=object).astype(str)
     gb = np.array([k[0] if cb == 'judge' else k[1] for k in keys], dtype=object).astype(str)
     rows = []
     for q, pc in (('excess', 'p_excess_bh_all'), ('excess_corrected', 'p_corrected_bh_all')):
         if q not in L: continue
-        vals = np.array([_judge_means(mats[k], q) for k in keys]); ok = np.isfinite(vals)
+        vals = np.array([_judge_means(mats[k], q) for k in keys])
+        ok = np.isfinite(vals)
         sig = L[L[pc] < alpha].groupby(['judge', 'model']).size() if pc in L else pd.Series(dtype=int)
-        n_sig = int(len(sig)); na, nb = len(set(ga[ok])), len(set(gb[ok]))
+        n_sig = int(len(sig))
+        na, nb = len(set(ga[ok])), len(set(gb[ok]))
         row = dict(quantity=q, n_judges=int(ok.sum()), n_models=na, n_prompt_families=nb, n_sig_judges=n_sig,
                    share_sig_judges=n_sig/len(keys) if keys else np.nan, mean=float(vals[ok].mean()) if ok.any() else np.nan)
         widths = {}
@@ -138,7 +145,8 @@ def quality_table(judgments:pd.DataFrame, # judgments (schema of judgelab.judgme
                   n_boot:int=1000, # common cluster-bootstrap resamples over documents for the excess inside each group (0: no excess)
                  )->pd.DataFrame: # one row per judge, target, non-target and quality group (column `boot`: the group's bootstrap excess values)
     "CorrGap inside the low- and high-quality items of each target, and the excess over the human baseline inside each group."
-    ds = as_dataset(dataset); J = as_judgments(judgments, ds)
+    ds = as_dataset(dataset)
+    J = as_judgments(judgments, ds)
     wide = {(judge, model): judgment_scores(J[(J.judge == judge) & (J.model == model)]).pivot(index='item_id', columns='dimension', values='score')
             for judge, model in mats}
     hm = ds.human_mean().reindex(canonical_items(ds, wide.values()))     # as in `corrgap_audit`: draws independent of row order and ids
@@ -177,6 +185,7 @@ def quality_table(judgments:pd.DataFrame, # judgments (schema of judgelab.judgme
     return pd.DataFrame(rows, columns=['judge', 'model', 'target', 'other', 'quality', 'threshold', 'threshold_rule', 'gap', 'r_low', 'r_high', 'n_low', 'n_high', 'p',
                                        'gap_human', 'gap_judge_loo', 'excess', 'excess_lo', 'excess_hi', 'boot'])
 
+# %% ../nbs/06a_audit.ipynb #147bb83d
 def quality_matched(quality:pd.DataFrame, # `quality_table`
                     value:str='excess', # the column compared
                    )->tuple: # (matched wide table: one row per judge, target, other with `low`, `high`; number of pairs dropped)
@@ -186,6 +195,7 @@ def quality_matched(quality:pd.DataFrame, # `quality_table`
     ok = np.isfinite(w['low'].astype(float)) & np.isfinite(w['high'].astype(float))
     return w[ok], int((~ok).sum())
 
+# %% ../nbs/06a_audit.ipynb #a1607aa8
 def quality_excess(quality:pd.DataFrame, # `quality_table` (with its `boot` column)
                    ci:float=0.95,
                   )->pd.DataFrame: # one row per judge, then 'all judges'
@@ -215,11 +225,13 @@ def quality_excess(quality:pd.DataFrame, # `quality_table` (with its `boot` colu
 
 PAPER_QUALITY = {n: s.paper_quality for n, s in DATASETS.items() if s.paper_quality}    # where Li & Chaturvedi find CorrGap more severe (`paper_quality` in each registry file)
 
+# %% ../nbs/06a_audit.ipynb #e35672d4
 def quality_direction(quality:pd.DataFrame, # `quality_table`
                       dataset, # a dataset name or `judgelab.data.Dataset`
                      )->pd.DataFrame: # one row
     "The paper's quality-group finding against these judges' excess (low minus high, matched pairs, bootstrap CI); the raw CorrGap as secondary columns."
-    ds = as_dataset(dataset); paper = ds.spec.paper_quality
+    ds = as_dataset(dataset)
+    paper = ds.spec.paper_quality
     qe = quality_excess(quality) if 'excess' in quality and quality.excess.notna().any() else pd.DataFrame()
     wg, dropped_gap = quality_matched(quality, 'gap')
     pj = wg.groupby(level=['judge', 'model']).mean()
@@ -228,7 +240,8 @@ def quality_direction(quality:pd.DataFrame, # `quality_table`
     threshold = '; '.join(f'{r.target} {r.threshold:.3g} ({r.threshold_rule})' for r in thr.itertuples()) if 'threshold_rule' in quality else ds.spec.quality_threshold
     row = dict(dataset=ds.name, paper_finding=f'more severe for {paper}-quality texts' if paper else 'no finding reported')
     if len(qe):
-        pr = qe.iloc[-1]; per = qe.iloc[:-1]
+        pr = qe.iloc[-1]
+        per = qe.iloc[:-1]
         d, dl, dh = pr.excess_diff, pr.diff_lo, pr.diff_hi
         more = 'low' if d > 0 else 'high'
         decided = np.isfinite(dl) and (dl > 0 or dh < 0)
@@ -259,7 +272,8 @@ def alt_test_table(judgments:pd.DataFrame, # judgments (schema of judgelab.judgm
                    dims=None, # dimensions (default: those judged, in the dataset's order)
                   )->pd.DataFrame: # one row per judge and dimension, and a 'pooled' row per judge
     "The alt-test of every judge, per dimension and pooled."
-    ds = as_dataset(dataset); J = as_judgments(judgments, ds)
+    ds = as_dataset(dataset)
+    J = as_judgments(judgments, ds)
     eps = ds.spec.alt_test_epsilon if epsilon is None else epsilon
     rows = []
     for (judge, model), Jj in J.groupby(['judge', 'model'], sort=False):
@@ -280,7 +294,8 @@ def human_agreement(dataset, # a dataset name or `judgelab.data.Dataset`
                     dims=None, # dimensions (default: all)
                    )->pd.Series: # alpha per dimension
     "Krippendorff's alpha (interval) of the human raters, per dimension."
-    ds = as_dataset(dataset); out = {}
+    ds = as_dataset(dataset)
+    out = {}
     for d in (dims or ds.spec.dim_names):
         mat = ds.human[ds.human.dimension == d].pivot_table(index='annotator', columns='item_id', values='score', aggfunc='first')
         out[d] = krippendorff_alpha(mat.values, 'interval') if mat.shape[0] >= 2 else np.nan
@@ -288,10 +303,13 @@ def human_agreement(dataset, # a dataset name or `judgelab.data.Dataset`
 
 # %% ../nbs/06a_audit.ipynb #1290a265
 def _p(p): return 'n/a' if not np.isfinite(p) else ('< 0.001' if p < 0.001 else f'{p:.3f}')
+
+# %% ../nbs/06a_audit.ipynb #54daf705
 def _ci(x, lo, hi): return f'{x:.2f} [{lo:.2f}, {hi:.2f}]'
 
 LOW_AGREEMENT = 0.45   # below it the excess is not calibrated for judges less noisy than a rater (corrgap_noise)
 
+# %% ../nbs/06a_audit.ipynb #e4732b77
 def _rests_on(row:dict, b, status:str, null:bool=False)->None:
     "Record in a verdict's `row` its status and the pair `b` it rests on: the excess and CorrGap columns, and with `null` the matched null's."
     row.update(status=status, other=b.other)
@@ -300,6 +318,7 @@ def _rests_on(row:dict, b, status:str, null:bool=False)->None:
     if null: row.update(reliability_ratio=b.reliability_ratio, excess_null=b.excess_null, excess_corrected=b.excess_corrected,
                         p_corrected_bh=b.p_corrected_bh)
 
+# %% ../nbs/06a_audit.ipynb #5e603dd9
 def _verdict_null(t:str, g:pd.DataFrame, row:dict, alpha:float)->str:
     "The verdict text of target `t` from its pairs `g` with a human baseline and a reliability-matched null; `row` updated with the pair it rests on."
     sig = g[(g.p_corrected_bh < alpha) & (g.excess_corrected > 0)].sort_values('excess_corrected', ascending=False)
@@ -326,6 +345,7 @@ def _verdict_null(t:str, g:pd.DataFrame, row:dict, alpha:float)->str:
                 f'{_p(b.p_corrected_bh)}; reliability {b.reliability_ratio:.1f}x one rater)')
     return text
 
+# %% ../nbs/06a_audit.ipynb #2d517ba1
 def _verdict_base(t:str, g:pd.DataFrame, row:dict, alpha:float)->str:
     "The verdict text of target `t` from its pairs `g` with a human baseline and no null; `row` updated with the pair it rests on."
     sig = g[(g.p_excess_bh < alpha) & (g.excess > 0)].sort_values('excess', ascending=False)
@@ -349,6 +369,7 @@ def _verdict_base(t:str, g:pd.DataFrame, row:dict, alpha:float)->str:
                 f'adjusted p {_p(b.p_excess_bh)})')
     return text
 
+# %% ../nbs/06a_audit.ipynb #7425fe34
 def _verdict_caveats(t:str, g:pd.DataFrame, agreement, has_base:bool, has_null:bool)->list:
     "The caveats of a verdict: pairs without a matched null, low human agreement (without a null), single-annotator references."
     cav = []
@@ -361,6 +382,7 @@ def _verdict_caveats(t:str, g:pd.DataFrame, agreement, has_base:bool, has_null:b
     if len(g) and 'k_raters' in g and g.k_raters.max() == 2: cav.append('two ratings per item: each reference is a single annotator')
     return cav
 
+# %% ../nbs/06a_audit.ipynb #16ab8f53
 def _target_verdict(judge, model, t:str, g:pd.DataFrame, corr, agreement, method:str, alpha:float)->dict:
     "The verdict row of one judge and target `t`, from its pairs `g`."
     row = dict(judge=judge, model=model, target=t, status='not tested', other='', excess=np.nan, excess_lo=np.nan, excess_hi=np.nan,
@@ -385,6 +407,7 @@ def _target_verdict(judge, model, t:str, g:pd.DataFrame, corr, agreement, method
     row['verdict'] = text + '.' + (f' Caveat: {row["caveat"]}.' if cav else '')
     return row
 
+# %% ../nbs/06a_audit.ipynb #4306975e
 def verdicts(pairs:pd.DataFrame, # the pairs of `corrgap_audit` (concatenated `CorrGapMatrix.long`)
              correlations:pd.DataFrame|None=None, # `correlation_table`, for the correlation clause
              agreement:pd.Series|None=None, # `human_agreement`, for the caveat
@@ -421,12 +444,15 @@ def _audit_problems(ds, method, bins, ties, counts:dict, n_perm_quality, alpha, 
     if not (isinstance(alpha, numbers.Real) and not isinstance(alpha, (bool, np.bool_)) and np.isfinite(alpha) and 0 < alpha < 1):
         bad.append(f"alpha must be a number between 0 and 1 (exclusive), e.g. 0.05, not {alpha!r}")
     def unknown(names, what, allowed=()):
-        if isinstance(names, str): bad.append(f"{what} must be a list of dimension names, not the string {names!r}"); return
+        if isinstance(names, str):
+            bad.append(f"{what} must be a list of dimension names, not the string {names!r}")
+            return
         for n in names or ():
             if n in allowed: continue
             try: ds.dim(n)
             except (KeyError, TypeError): bad.append(f"{what}: {ds.name} has no dimension {n!r}; its dimensions: {ds.spec.dim_names}")
-    unknown(targets, 'targets'); unknown(exclude_dims, 'exclude_dims', allowed=('overall',))    # 'overall' may be excluded for any dataset
+    unknown(targets, 'targets')
+    unknown(exclude_dims, 'exclude_dims', allowed=('overall',))    # 'overall' may be excluded for any dataset
     if isinstance(quality_thresholds, dict):
         unknown(list(quality_thresholds), 'quality_thresholds')
         for k, v in quality_thresholds.items():
@@ -436,6 +462,7 @@ def _audit_problems(ds, method, bins, ties, counts:dict, n_perm_quality, alpha, 
         bad.append(f"quality_thresholds must be a finite number, a dict {{target: threshold}} or None, not {quality_thresholds!r}")
     return bad
 
+# %% ../nbs/06a_audit.ipynb #e1fcce37
 def _dim_name(ds, x):
     try: return ds.dim(x).name
     except KeyError: return x
@@ -476,6 +503,7 @@ class Audit:
     def __repr__(self): return f"Audit({self.dataset}, {len(self.verdicts.drop_duplicates(['judge', 'model']))} judge(s))\n" + '\n'.join(self.lines())
     def _repr_markdown_(self): return '\n'.join(f'- {l.strip()}' if l.startswith('  ') else f'\n**{l}**\n' for l in self.lines())
 
+# %% ../nbs/06a_audit.ipynb #a6114fb4
 def _audit_judgments(judgments:pd.DataFrame, ds, judge:str|None, model:str|None, exclude_dims)->tuple:
     "(the judgments audited, the dimensions audited or used as non-targets): the judge's, on the dataset's dimensions not excluded."
     J = as_judgments(judgments, ds, judge, model)
@@ -487,6 +515,7 @@ def _audit_judgments(judgments:pd.DataFrame, ds, judge:str|None, model:str|None,
     if not len(J): raise ValueError(f"no judgments of {ds.name}'s dimensions {dims_all} to audit" + (f' for judge {judge!r}' if judge else '') + (f' and model {model!r}' if model else ''))
     return J, dims_all
 
+# %% ../nbs/06a_audit.ipynb #cba9d69f
 def _audit_pairs(mats:dict, alpha:float)->pd.DataFrame:
     "The pairs of every judge's CorrGap matrix in one table (BH over all of them), in the audit's column order."
     cols = ['judge', 'model', 'target', 'other', 'n_low', 'n_high', 'r_low', 'r_high', 'gap', 'p', 'p_bh', 'gap_human', 'gap_judge_loo',
@@ -496,6 +525,7 @@ def _audit_pairs(mats:dict, alpha:float)->pd.DataFrame:
     cols += ['reliability_ratio', 'excess_null', 'excess_null_sd', 'excess_corrected', 'p_corrected', 'p_corrected_mc', 'p_corrected_bh', 'n_sim', 'null_note', 'w', 'w_lo', 'w_hi', 'p_w', 'w_note', 'p_excess_bh_all', 'p_corrected_bh_all']
     return pairs[[c for c in cols if c in pairs]]
 
+# %% ../nbs/06a_audit.ipynb #35d88d79
 def _audit_quality(J:pd.DataFrame, ds, mats:dict, targets:list, quality_thresholds, method:str, bins, ties:str, n_perm_quality:int, n_boot_quality:int, seed:int)->tuple:
     "(quality groups, their direction, their low-minus-high excess); empty tables when skipped."
     thr = {t: quality_thresholds for t in targets} if isinstance(quality_thresholds, (int, float)) else quality_thresholds
@@ -505,6 +535,7 @@ def _audit_quality(J:pd.DataFrame, ds, mats:dict, targets:list, quality_threshol
     quality = quality.drop(columns='boot') if len(quality) else quality
     return quality, direction, qx
 
+# %% ../nbs/06a_audit.ipynb #d1ffe5ce
 def audit(judgments:pd.DataFrame, # a plain table item_id, dimension, score [, judge, model, sample, failure], or judgments (schema of judgelab.judgments)
           dataset, # a dataset name or a `judgelab.data.Dataset`
           judge:str|None=None, model:str|None=None, # name the judge of a plain table (or pick one judge from several)

@@ -29,12 +29,14 @@ def _data_list(a):
     else: print(df[['dataset', 'raw', 'published', 'dimensions']].to_string(index=False))
     return 0
 
+# %% ../nbs/13_cli.ipynb #6ba93457
 def _names(a):
     if getattr(a, 'all', False): return list(D.DATASETS)
     if not a.names: raise SystemExit("error: name one or more datasets, or pass --all")
     for n in a.names: D.get_spec(n)
     return a.names
 
+# %% ../nbs/13_cli.ipynb #f624192c
 def _data_fetch(a):
     failed = []
     for n in _names(a):
@@ -42,19 +44,26 @@ def _data_fetch(a):
         try: D.fetch(n, mirror=a.mirror, force=a.force)
         except D.MissingDataError as e:
             if spec.optional and a.all: print(f"{n}: skipped (optional, not available here). {e}", file=sys.stderr)
-            else: failed.append(n); print(f"error: {e}", file=sys.stderr)
+            else:
+                failed.append(n)
+                print(f"error: {e}", file=sys.stderr)
     return 1 if failed else 0
 
+# %% ../nbs/13_cli.ipynb #39f32261
 def _data_verify(a):
     bad = 0
     for n in _names(a):
         try:
             for f, h in D.verify(n, '*').items(): print(f"{n}/{f}: ok {h[:12]}")
         except (D.MissingDataError, D.ChecksumError) as e:
-            if D.get_spec(n).optional and a.all: print(f"{n}: not present (optional)"); continue
-            bad += 1; print(f"error: {e}", file=sys.stderr)
+            if D.get_spec(n).optional and a.all:
+                print(f"{n}: not present (optional)")
+                continue
+            bad += 1
+            print(f"error: {e}", file=sys.stderr)
     return 1 if bad else 0
 
+# %% ../nbs/13_cli.ipynb #7a9099d5
 def _data_info(a):
     spec = D.get_spec(a.name)
     print(f"{spec.name}: {spec.title}\n  citation: {spec.citation}\n  licence: {spec.licence}\n  homepage: {spec.homepage}\n"
@@ -73,7 +82,8 @@ def _data_info(a):
     for f in spec.files_of(None):
         print(f"    {f.path}  {'present' if (where/f.path).exists() else 'missing'}, sha256 {f.sha256 or '(not pinned)'}\n      {f.url}")
     for g in spec.file_groups:
-        fs = spec.files_of(g.name); here = sum((where/f.path).exists() for f in fs)
+        fs = spec.files_of(g.name)
+        here = sum((where/f.path).exists() for f in fs)
         print(f"  file group {g.name}: {len(fs)} files below {g.prefix.strip('/')}/ ({here} present), from {g.url}")
         print(textwrap.fill(g.description, 100, initial_indent='      ', subsequent_indent='      '))
         if g.licence: print(textwrap.fill(g.licence, 100, initial_indent='      licence: ', subsequent_indent='        '))
@@ -90,15 +100,19 @@ def _data_info(a):
                             100, initial_indent='  to get them: ', subsequent_indent='    ', break_long_words=False, break_on_hyphens=False))
     return 0
 
+# %% ../nbs/13_cli.ipynb #8c759cc9
 def _judgments_list(a):
     for n in (_names(a)):
         lj = JM.list_judgments(n)
-        if lj.empty: print(f"{n}: no published judgments"); continue
+        if lj.empty:
+            print(f"{n}: no published judgments")
+            continue
         for src, r in lj.iterrows():
             print(f"{n}/{src}{'  (rationales)' if r.rationales else ''}")
             print(textwrap.fill(r.description, 100, initial_indent='    ', subsequent_indent='    '))
     return 0
 
+# %% ../nbs/13_cli.ipynb #2101fc6b
 def _judgments_import(a):
     if a.out:
         j = JM.import_judgments(a.path, a.dataset, a.judge, a.model)
@@ -114,6 +128,7 @@ def audit_run_id(dataset:str, judge:str, model:str)->str:
     "The run id of `judgelab audit`: outputs/<id>/ holds its judgments, tables and figures, papermill_runs/<id>.ipynb its notebook."
     return f'audits/{D.get_spec(dataset).name}__{judge}__{JM.slug(model)}'
 
+# %% ../nbs/13_cli.ipynb #4c3a5fba
 @contextlib.contextmanager
 def _env(**kw):
     old = {k: os.environ.get(k) for k in kw}
@@ -126,6 +141,7 @@ def _env(**kw):
 
 _CELLS = re.compile(r'(\d+)/(\d+) \[')
 
+# %% ../nbs/13_cli.ipynb #4d934c4e
 def run_with_progress(cmd:list, env:dict, log:Path, desc:str, progress:bool=True)->int:
     "Run papermill in a subprocess: its output to `log`, its cell count as a progress bar on stderr."
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -133,11 +149,14 @@ def run_with_progress(cmd:list, env:dict, log:Path, desc:str, progress:bool=True
         p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.PIPE, env=env, cwd=paths.root, text=True, bufsize=1)
         buf = ''
         for ch in iter(lambda: p.stderr.read(1), ''):
-            f.write(ch); buf += ch
+            f.write(ch)
+            buf += ch
             if ch in '\r\n':
                 if m := _CELLS.search(buf):
                     done, total = map(int, m.groups())
-                    if bar.total != total: bar.total = total; bar.refresh()
+                    if bar.total != total:
+                        bar.total = total
+                        bar.refresh()
                     bar.update(done - bar.n)
                 buf = ''
         return p.wait()
@@ -166,6 +185,7 @@ def _audit_problems(a)->list:
 # %% ../nbs/13_cli.ipynb #36178bf9
 class AuditBusy(RuntimeError): "Another `judgelab audit` of the same judge and model on the same dataset is running."
 
+# %% ../nbs/13_cli.ipynb #50d65d7a
 @contextlib.contextmanager
 def _try_lock(path:Path, what:str):
     "An exclusive lock on `path` taken without waiting: when another process holds it, `AuditBusy` says that `what` is running."
@@ -176,12 +196,15 @@ def _try_lock(path:Path, what:str):
         try: yield
         finally: fcntl.flock(f, fcntl.LOCK_UN)
 
+# %% ../nbs/13_cli.ipynb #b23d154e
 def _set_aside(d:Path)->Path|None:
     "Move an earlier audit's folder `d` out of the way (renamed into the outputs' scratch folder, on the same disk); None when there is none."
     if not d.exists(): return None
     keep = paths.outputs/'tmp'/'audits-kept'/f'{JM.slug(d.name)}.{os.getpid()}'
-    keep.parent.mkdir(parents=True, exist_ok=True); shutil.rmtree(keep, ignore_errors=True)
-    d.rename(keep); return keep
+    keep.parent.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(keep, ignore_errors=True)
+    d.rename(keep)
+    return keep
 
 # %% ../nbs/13_cli.ipynb #4c2a336f
 def _other_scores_stored(stored:Path, j:pd.DataFrame)->bool:
@@ -190,6 +213,7 @@ def _other_scores_stored(stored:Path, j:pd.DataFrame)->bool:
     return not (len(old) == len(j) and old.reset_index(drop=True)[['item_id', 'dimension', 'sample', 'score']].equals(
                 j.reset_index(drop=True)[['item_id', 'dimension', 'sample', 'score']]))
 
+# %% ../nbs/13_cli.ipynb #6a387b36
 def _run_audit_notebook(a, ds, path:Path, judge:str, model:str, j:pd.DataFrame, nb_out:Path, nb_new:Path, log:Path)->tuple:
     "(the audit notebook's exit status, the stored judgments' path): store the imported judgments, then run the audit notebook on them."
     j, stored = JM.store_import(path, ds, judge, model, replace=True, judgments=j)
@@ -210,6 +234,7 @@ def _run_audit_notebook(a, ds, path:Path, judge:str, model:str, j:pd.DataFrame, 
     finally: os.unlink(pfile)
     return rc, stored
 
+# %% ../nbs/13_cli.ipynb #bff6ceec
 def _print_audit(ds, stored:Path, out_dir:Path, nb_out:Path)->None:
     "Print the audit's verdicts and where its notebook, tables and figures are."
     tag = f'{ds.name}_{stored.stem}'
@@ -219,6 +244,7 @@ def _print_audit(ds, stored:Path, out_dir:Path, nb_out:Path)->None:
     print(f"notebook: {S._show(nb_out)}\ntables:   {S._show(out_dir/'tables')}/ ({n_t} tables as csv, md and tex)\n"
           f"figures:  {S._show(out_dir/'figures')}/ ({n_f} figures as png and pdf)")
 
+# %% ../nbs/13_cli.ipynb #bd099f2d
 def _audit(a):
     if bad := _audit_problems(a):       # every argument checked before any file is read or written
         print(f"error: {len(bad)} problem(s) with the arguments (nothing ran):\n  " + '\n  '.join(bad), file=sys.stderr)
@@ -261,13 +287,19 @@ def _audit(a):
 
 # %% ../nbs/13_cli.ipynb #ae2aed6e
 def _sweep(a):
-    if a.jobs < 1: print(f"error: -j/--jobs must be at least 1, not {a.jobs}", file=sys.stderr); return 2
+    if a.jobs < 1:
+        print(f"error: -j/--jobs must be at least 1, not {a.jobs}", file=sys.stderr)
+        return 2
     sw = S.load_sweep(a.config, S.parse_assignments(a.set), S.parse_assignments(a.match))
     only = a.only or None
     bad = [e for e in (only or []) if e not in sw.experiments()]
-    if bad: print(f"error: --only {bad}: not in {a.config}; experiments: {', '.join(sw.experiments())}", file=sys.stderr); return 2
+    if bad:
+        print(f"error: --only {bad}: not in {a.config}; experiments: {', '.join(sw.experiments())}", file=sys.stderr)
+        return 2
     if a.unlock:
-        S.unlock(sw); print(f"unlocked {S._show(S.workdir())}: the next call reruns the runs the killed sweep left unfinished"); return 0
+        S.unlock(sw)
+        print(f"unlocked {S._show(S.workdir())}: the next call reruns the runs the killed sweep left unfinished")
+        return 0
     if a.dry_run:
         t = S.dry_run(sw, force=a.force, only=only)
         print(f"sweep {sw.name} ({S._show(sw.path)}): {len(t)} runs" + (f" -- {sw.description}" if sw.description else ''))
@@ -281,7 +313,8 @@ def _sweep(a):
     print(S.format_summary(res))
     if any(r.status in ('failed', 'blocked') for r in res): return 1
     if a.strict and (bad := [r for r in res if r.health == 'degraded']):
-        print(f"--strict: {len(bad)} of {len(res)} runs are degraded (results missing, listed above): exit 3", file=sys.stderr); return 3
+        print(f"--strict: {len(bad)} of {len(res)} runs are degraded (results missing, listed above): exit 3", file=sys.stderr)
+        return 3
     return 0
 
 
@@ -300,14 +333,19 @@ def render_readme(index:Path|None=None)->str:
     body = re.sub(r'<!--\s*include:\s*(\S+)\s*-->', inc, body)
     return '<!-- Generated from nbs/index.ipynb by `judgelab readme`: edit the notebook, not this file. -->\n\n' + body.strip() + '\n'
 
+# %% ../nbs/13_cli.ipynb #c93239db
 def _readme(a):
-    text = render_readme(); out = paths.root/'README.md'
+    text = render_readme()
+    out = paths.root/'README.md'
     if a.check:
         if not out.exists() or out.read_text() != text:
             print("error: README.md is out of date with nbs/index.ipynb (or the tables it includes): run `judgelab readme`", file=sys.stderr)
             return 1
-        print("README.md is up to date."); return 0
-    out.write_text(text); print(f"wrote {out}"); return 0
+        print("README.md is up to date.")
+        return 0
+    out.write_text(text)
+    print(f"wrote {out}")
+    return 0
 
 # %% ../nbs/13_cli.ipynb #591414f5
 COMMANDS = dict(data_list=_data_list, data_fetch=_data_fetch, data_verify=_data_verify, data_info=_data_info, judgments_list=_judgments_list,
@@ -317,8 +355,10 @@ def run(a:argparse.Namespace)->int:
     "Run the command `a.fn` names (a key of `COMMANDS`) on parsed arguments `a`; a known kind of bad input is one `error:` line and exit status 2."
     try: return COMMANDS[a.fn](a)
     except (S.ConfigError, S.SweepLocked) as e:
-        print(f"error: {e}", file=sys.stderr); return 2
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     except (D.UnknownDatasetError, D.ChecksumError, D.MissingDataError, D.DataError, JM.JudgmentImportError, KeyError, FileNotFoundError,
             FileExistsError, AuditBusy) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
-        print(f"error: {msg}", file=sys.stderr); return 2
+        print(f"error: {msg}", file=sys.stderr)
+        return 2

@@ -41,13 +41,16 @@ def evaluate_regressor(X, # items x features (sub-criterion scores)
                        epsilon:float=0.2, scoring:str='neg_rmse', min_instances_per_human:int=30,
                       )->dict:
     "Fit on the training half (target: mean human score), predict the test half; rho, AP and WR, rounded and not."
-    X = np.asarray(X, float); R = np.asarray(ratings, float); y = np.nanmean(R, axis=1)
+    X = np.asarray(X, float)
+    R = np.asarray(ratings, float)
+    y = np.nanmean(R, axis=1)
     train, test = split_indices(len(y), seed, groups)
     m = make_regressor(regressor, seed)
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')   # MLP convergence warnings on tiny data
         m.fit(X[train], y[train])
-    raw = m.predict(X[test]); rounded = round_to_scale(raw, *scale)
+    raw = m.predict(X[test])
+    rounded = round_to_scale(raw, *scale)
     out = dict(regressor=regressor, test_idx=test, pred_raw=raw, pred=rounded)
     humans = {f'a{k}': {int(i): R[i, k] for i in test if np.isfinite(R[i, k])} for k in range(R.shape[1])}
     for tag, p in (('', rounded), ('_unrounded', raw)):
@@ -57,6 +60,7 @@ def evaluate_regressor(X, # items x features (sub-criterion scores)
         out.update({f'rho{tag}': corr(p, y[test], 'spearman'), f'ap{tag}': at.advantage_probability, f'wr{tag}': at.winning_rate})
     return out
 
+# %% ../nbs/09_decompose.ipynb #9d95bccc
 def best_regressor(results:list)->str:
     "The regressor with the highest rho + AP (summed over the setting's dimensions), ties in the order LR, DT, RF, MLP."
     tot = {}
@@ -76,17 +80,21 @@ def parse_criteria(text:str)->list:
             b = re.match(r'^\s*(?:[-*\u2022]|\d+[.)])\s*(.{3,120}?)\s*$', line)
             item = b.group(1).strip() if b else None
         if item and item.split(':')[0].strip().lower() not in seen:
-            seen.add(item.split(':')[0].strip().lower()); out.append(item)
+            seen.add(item.split(':')[0].strip().lower())
+            out.append(item)
     return out
 
+# %% ../nbs/09_decompose.ipynb #c2f21a86
 def generic_criteria()->list:
     d = yaml.safe_load(paths.resource('data/decompositions/generic_criteria.yaml').read_text())
     return [f'{k}: {v}' for k, v in d['criteria'].items()]
 
+# %% ../nbs/09_decompose.ipynb #7c6321ad
 def generated_generic_criteria(ds, backend, k:int=10, seed:int=0, progress=True)->tuple:
     "(criteria, dropped): `k` generic quality criteria the LLM writes for the dataset's kind of text; those named after a dimension are dropped."
     ds = D.as_dataset(ds)
-    t = load_prompt('decompose'); what = ds.spec.output_label.lower()
+    t = load_prompt('decompose')
+    what = ds.spec.output_label.lower()
     r = t.request(meta=dict(dimension='(generic)', k=k), max_tokens=40*k + 40, temperature=0.0, seed=seed, dimension_label=f'Overall quality of the {what}',
                   definition=f'Any property that makes a {what} better or worse, stated generally (do not use the names of specific evaluation criteria).',
                   output_label=ds.spec.output_label, lo='1', hi='5', k=k, parent='', examples=[], step='', previous=[])
@@ -94,21 +102,24 @@ def generated_generic_criteria(ds, backend, k:int=10, seed:int=0, progress=True)
     named = lambda c: any(_key(c.split(':')[0]) in {_key(d.name), _key(d.label), *map(_key, d.aliases)} for d in ds.spec.dims)
     return [c for c in crit if not named(c)], [c for c in crit if named(c)]
 
+# %% ../nbs/09_decompose.ipynb #39f6f35e
 def _key(s): return re.sub(r'[^a-z0-9]', '', str(s).lower())
 
-
+# %% ../nbs/09_decompose.ipynb #7003f80b
 def hypoeval_hypotheses(ds, dims)->dict:
     "{dimension: {hypothesis: selection score}}: HypoEval's 5 published rubric hypotheses per aspect (file group `hypoeval`, sha256-verified)."
     ds = D.as_dataset(ds)
     if not ds.spec.hypoeval:     # its registry file's `hypoeval`: the decomposition's kind, prompt file and which text is the 'story'
         raise ValueError(f"HypoEval published decompositions for {' and '.join(n for n, s in D.DATASETS.items() if s.hypoeval)} only, not {ds.name}")
-    D.group_files(ds.name, 'hypoeval'); out = {}
+    D.group_files(ds.name, 'hypoeval')
+    out = {}
     for d in dims:
         p = D.raw_dir(ds.name)/'methods/hypoeval/selected_hypotheses'/f"{ds.spec.hypoeval['kind']}_{d}.json"
         if not p.exists(): raise ValueError(f"HypoEval has no hypotheses for {ds.name}/{d} ({_rel(p, paths.root)})")
         out[d] = {str(h): float(w) for h, w in json.loads(p.read_text()).items()}
     return out
 
+# %% ../nbs/09_decompose.ipynb #e6d0341f
 def hypoeval_requests(ds, its, dims, hyps:dict, max_tokens:int=512, seed:int=0)->list:
     "HypoEval's scoring requests: its system and user templates (from its config in the file group) per (item, dimension, hypothesis)."
     ds = D.as_dataset(ds)
@@ -123,20 +134,24 @@ def hypoeval_requests(ds, its, dims, hyps:dict, max_tokens:int=512, seed:int=0)-
                 reqs.append(Request(msgs, max_tokens=max_tokens, temperature=0.0, seed=seed, meta=dict(item_id=it.item_id, dimension=d, sub=h, prompt='hypoeval')))
     return reqs
 
+# %% ../nbs/09_decompose.ipynb #424bf9e4
 def hypoeval_aggregate(j:pd.DataFrame, # `decomposition(variant='hypoeval')` judgments
                        hyps:dict, # `hypoeval_hypotheses`
                       )->pd.DataFrame: # judgments: judge 'hypoeval_mean' (their evaluator.py) and 'hypoeval_weighted'
     "HypoEval's own aggregation: the mean of the hypothesis scores rounded to 1 decimal (evaluator.py), and the mean weighted by the hypotheses' selection scores; an item with an unparsed hypothesis score fails (never a default)."
     rows = []
     for (iid, d), g in j.groupby(['item_id', 'dimension'], sort=False):
-        w = g.subcriterion.map(hyps[d]).astype(float); ok = g.parse_ok.values
-        miss = int((~ok).sum()); model = g.model.iloc[0]
+        w = g.subcriterion.map(hyps[d]).astype(float)
+        ok = g.parse_ok.values
+        miss = int((~ok).sum())
+        model = g.model.iloc[0]
         for judge, val in (('hypoeval_mean', round(float(g.score.mean()), 1) if not miss else np.nan),
                            ('hypoeval_weighted', float((g.score*w).sum()/w.sum()) if not miss else np.nan)):
             rows.append(dict(item_id=iid, dimension=d, judge=judge, model=model, score=val, rationale=None, sample=0, parse_ok=not miss,
                              failure=f'{miss} of {len(g)} hypothesis scores unparsed' if miss else None))
     return typed_judgments(rows)
 
+# %% ../nbs/09_decompose.ipynb #47a2055c
 def decompose_criteria(ds, dims, backend, variant:str='hd_eval', k:int=4, k3:int=2, icl:int=5, seed:int=0, progress=True,
                        generic:str='generate', k_generic:int=10)->dict:
     "{L1: [sub-criteria 'name: description']} for a decomposition variant (LLM calls batched per level; 'hypoeval': HypoEval's published hypotheses, no call)."
@@ -145,12 +160,14 @@ def decompose_criteria(ds, dims, backend, variant:str='hd_eval', k:int=4, k3:int
     if variant == 'l1_agnostic':
         crit = generic_criteria() if generic == 'file' else generated_generic_criteria(ds, backend, k_generic, seed, progress)[0]
         return {d: list(crit) for d in dims}
-    t = load_prompt('decompose'); var = lambda d, **kw: dict(dimension_label=ds.dim(d).label, definition=ds.dim(d).definition,
+    t = load_prompt('decompose')
+    var = lambda d, **kw: dict(dimension_label=ds.dim(d).label, definition=ds.dim(d).definition,
         output_label=ds.spec.output_label, lo=f'{ds.dim(d).lo:g}', hi=f'{ds.dim(d).hi:g}', k=k, parent='', examples=[], step='', previous=[], **kw)
     gen = lambda reqs: [parse_criteria(c.text)[:r.meta.get('k', k)] for r, c in zip(reqs, backend.generate(reqs, progress=progress))]   # at most k each
     mk = lambda d, **kw: t.request(meta=dict(dimension=d, k=kw.get('k', k)), max_tokens=200, temperature=0.0, seed=seed, **{**var(d), **kw})
     if variant == 'icl':
-        tr, _ = split_indices(len(ds.items), seed); train_ids = ds.items.item_id.values[tr]
+        tr, _ = split_indices(len(ds.items), seed)
+        train_ids = ds.items.item_id.values[tr]
         return dict(zip(dims, gen([mk(d, examples=icl_examples(ds, d, train_ids, icl, seed)) for d in dims])))
     if variant == 'aoi':
         cur = dict(zip(dims, gen([mk(d, step='atomic') for d in dims])))
@@ -165,6 +182,7 @@ def decompose_criteria(ds, dims, backend, variant:str='hd_eval', k:int=4, k3:int
     for (d, c), kids in zip(pairs, l3): out[d] += [c] + [x for x in kids if x.split(':')[0].strip().lower() != c.split(':')[0].strip().lower()]
     return out                                                      # every L2 and its L3 children are features
 
+# %% ../nbs/09_decompose.ipynb #37787e12
 def decomposition(ds, its, dims, backend, variant:str='hd_eval', k:int=4, k3:int=2, icl:int=5, max_tokens:int=48, seed:int=0, progress=True,
                   generic:str='generate', # l1_agnostic: 'generate' (the LLM writes them) or 'file' (the 25 hand-written ones)
                   k_generic:int=10, # l1_agnostic: generic criteria the LLM writes
@@ -175,11 +193,13 @@ def decomposition(ds, its, dims, backend, variant:str='hd_eval', k:int=4, k3:int
     if generic not in ('generate', 'file'): raise ValueError(f"generic must be 'generate' or 'file', not {generic!r}")
     if k_generic < 1: raise ValueError(f"k_generic must be >= 1, not {k_generic}")
     if variant == 'l1_agnostic' and generic == 'generate':       # one request; what the LLM named after a dimension is recorded
-        crit, dropped = generated_generic_criteria(ds, backend, k_generic, seed, progress); tree = {d: list(crit) for d in dims}
+        crit, dropped = generated_generic_criteria(ds, backend, k_generic, seed, progress)
+        tree = {d: list(crit) for d in dims}
     else: tree, dropped = decompose_criteria(ds, dims, backend, variant, k, k3, icl, seed, progress, generic, k_generic), []
     failed = [d for d in dims if not tree[d]]      # no parseable sub-criterion: the L1 itself is used, and this is recorded
     for d in failed: tree[d] = [f'{ds.dim(d).label}: {ds.dim(d).definition}']
-    out = paths.decompositions/ds.name/f'{variant}__{slug(backend.identity())}.yaml'; out.parent.mkdir(parents=True, exist_ok=True)
+    out = paths.decompositions/ds.name/f'{variant}__{slug(backend.identity())}.yaml'
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(yaml.safe_dump(dict(dataset=ds.name, variant=variant, model=backend.identity(), k=k, k3=k3, seed=seed, criteria=tree,
                                        failed_decompositions=failed, **(dict(generic=generic, k_generic=k_generic, dropped_l1_named=dropped)
                                                                          if variant == 'l1_agnostic' else {})), sort_keys=False, allow_unicode=True))
@@ -187,7 +207,8 @@ def decomposition(ds, its, dims, backend, variant:str='hd_eval', k:int=4, k3:int
                                            **(dict(generic=generic, k_generic=k_generic) if variant == 'l1_agnostic' else {})),
                     inputs={f'{ds.name}/{f}': h for f, h in ds.hashes.items()})
     if failed: warnings.warn(f"decomposition ({variant}) gave no parseable sub-criterion for {failed}: the L1 criterion is its only feature (recorded in {_rel(out, paths.root)})")
-    t = load_prompt('subcriterion_score'); reqs = []
+    t = load_prompt('subcriterion_score')
+    reqs = []
     if variant == 'hypoeval': reqs = hypoeval_requests(ds, its, dims, tree, max_tokens, seed)       # HypoEval's own prompt per hypothesis
     for it in (its.itertuples() if variant != 'hypoeval' else []):
         for d in dims:
@@ -198,9 +219,11 @@ def decomposition(ds, its, dims, backend, variant:str='hd_eval', k:int=4, k3:int
     scale = lambda r: (1, 5) if variant in ('l1_agnostic', 'hypoeval') else ds.dim(r.meta['dimension']).scale[:2]
     label = '{Final score:' if variant == 'hypoeval' else 'Score:'      # HypoEval asks for '{Final score: [your score]}'
     if complete_score and reqs: check_score_completion(backend, reqs[0], *scale(reqs[0]), label)
-    outs = backend.generate(reqs, progress=progress); rows = []
+    outs = backend.generate(reqs, progress=progress)
+    rows = []
     for r, c in zip(reqs, outs):
-        d = ds.dim(r.meta['dimension']); lo, hi = scale(r)
+        d = ds.dim(r.meta['dimension'])
+        lo, hi = scale(r)
         ch = c.choices[0]
         rows.append({**judgment_row(r.meta['item_id'], d.name, f'decomposition_{variant}', c.model, parse_score(ch.text, lo, hi, ch.finish_reason), ch, r, c.backend,
                                     'L1 used as its own sub-criterion (decomposition failed)' if d.name in failed else 'parse'),
@@ -222,25 +245,32 @@ def aggregate(j:pd.DataFrame, # decomposition judgments (with `subcriterion`)
     if not 0 <= max_imputed <= 1: raise ValueError(f"max_imputed is a share in [0, 1], not {max_imputed}")
     dataset = D.as_dataset(dataset)
     feats = j.assign(f=j.dimension + ' :: ' + j.subcriterion).pivot_table(index='item_id', columns='f', values='score', aggfunc='mean', dropna=False)
-    items = feats.index.tolist(); children = {d: [c for c in feats.columns if c.startswith(d + ' :: ')] for d in j.dimension.unique()}
+    items = feats.index.tolist()
+    children = {d: [c for c in feats.columns if c.startswith(d + ' :: ')] for d in j.dimension.unique()}
     if plus_l1 is not None:
         pl = plus_l1.groupby(['item_id', 'dimension']).score.mean().unstack()
         for d in children: feats[f'{d} :: L1'] = pl[d].reindex(items) if d in pl else np.nan
     groups = dataset.items.set_index('item_id').doc_id.reindex(items).values if grouped else None
     tr, _ = split_indices(len(items), seed, groups)
-    missing = feats.isna(); feats = feats.fillna(feats.iloc[tr].mean()).fillna(feats.mean()).fillna(0)
+    missing = feats.isna()
+    feats = feats.fillna(feats.iloc[tr].mean()).fillna(feats.mean()).fillna(0)
     ratings_all = dataset.human.pivot_table(index='item_id', columns=['dimension', 'annotator'], values='score', aggfunc='first')
-    rows = []; METRICS = ('rho', 'ap', 'wr', 'rho_unrounded', 'ap_unrounded', 'wr_unrounded')
+    rows = []
+    METRICS = ('rho', 'ap', 'wr', 'rho_unrounded', 'ap_unrounded', 'wr_unrounded')
     for d in children:
         cols = feature_columns(children, d, mode, f'{d} :: L1' if plus_l1 is not None else None)
-        R = ratings_all[d].reindex(items).values; lo, hi, step = dataset.dim(d).scale
-        n_imp = int(missing[cols].to_numpy().sum()); share = n_imp/missing[cols].size if missing[cols].size else 1.0
+        R = ratings_all[d].reindex(items).values
+        lo, hi, step = dataset.dim(d).scale
+        n_imp = int(missing[cols].to_numpy().sum())
+        share = n_imp/missing[cols].size if missing[cols].size else 1.0
         refused = (f"not fitted: {share:.0%} of its {missing[cols].size} feature cells are imputed (more than {max_imputed:.0%}): "
                    f"the sub-criterion scores failed to parse") if share > max_imputed else ''
         for reg in regressors:
             base = dict(dimension=d, mode=mode, plus_l1=plus_l1 is not None, split='document-grouped' if grouped else 'random 50/50',
                         regressor=reg, n_features=len(cols), imputed_cells=n_imp, imputed_share=share, refused=refused)
-            if refused: rows.append(dict(base, n_test=0, **dict.fromkeys(METRICS, np.nan))); continue
+            if refused:
+                rows.append(dict(base, n_test=0, **dict.fromkeys(METRICS, np.nan)))
+                continue
             r = evaluate_regressor(feats[cols].values, R, reg, seed, groups, (lo, hi, step or 1), epsilon, scoring, min_instances_per_human)
             rows.append(dict(base, n_test=len(r['test_idx']), **{k: r[k] for k in METRICS}))
     res = pd.DataFrame(rows)

@@ -38,6 +38,7 @@ def set_style():
                          'figure.dpi': 100, 'savefig.dpi': 200, 'savefig.bbox': 'tight', 'savefig.pad_inches': 0.05,
                          'pdf.fonttype': 42, 'ps.fonttype': 42})
 
+# %% ../nbs/11_report.ipynb #1b7700b9
 def small_text(fig, # a matplotlib figure
               )->list: # [(text, size in pt)] of the visible texts below the style's minimum
     "Texts of `fig` smaller than `MIN_FONT` (heat-map cell numbers: `MIN_ANNOT`), after drawing it."
@@ -57,8 +58,10 @@ def dataset_label(name:str)->str:
     spec = D.DATASETS.get(str(name))
     return spec.label if spec is not None and spec.label else str(name).replace('_', ' ')
 
+# %% ../nbs/11_report.ipynb #113f49be
 def _cap(s): return s[:1].upper() + s[1:]
 
+# %% ../nbs/11_report.ipynb #1ef7b673
 def dim_label(dim:str, # a dimension name (or alias)
               dataset:str|None=None, # the dataset it belongs to (labels differ between datasets)
              )->str:
@@ -84,6 +87,7 @@ def model_label(model:str)->str:
     if s.lower().startswith('llama'): s = 'Llama' + s[5:]
     return 'GPT-' + s[4:] if s.lower().startswith('gpt-') else s
 
+# %% ../nbs/11_report.ipynb #8e4b92b3
 def prompt_label(judge:str)->str:
     "A judge's prompt or method id as its source names it (`altrts` -> alt. RTS, `dimcheck_random` -> DimCheck, random)."
     j = str(judge)
@@ -93,6 +97,7 @@ def prompt_label(judge:str)->str:
         if j.startswith(k + '_'): return f"{PROMPT_LABELS[k]}, {j[len(k) + 1:].replace('_', ' ')}"
     return j.replace('_', ' ')
 
+# %% ../nbs/11_report.ipynb #8ad7d345
 def judge_label(judge:str, # the judge (prompt/source/method) id
                 model:str|None=None, # its model id
                )->str:
@@ -107,8 +112,11 @@ def judge_label(judge:str, # the judge (prompt/source/method) id
 # %% ../nbs/11_report.ipynb #1086f60a
 NA_COLOR = '#d9d9d9'    # a masked heat-map cell (no value: the diagonal of a target x non-target matrix)
 
-def _luminance(rgba): r, g, b = rgba[:3]; return 0.299*r + 0.587*g + 0.114*b
+def _luminance(rgba):
+    r, g, b = rgba[:3]
+    return 0.299*r + 0.587*g + 0.114*b
 
+# %% ../nbs/11_report.ipynb #a2e5bca3
 def heatmap(M:pd.DataFrame, # the values (rows x columns); NaN cells are drawn as masked cells
             ax=None, # default: the current axes
             vmin:float=-1., vmax:float=1., cmap='vlag', # colour scale
@@ -120,25 +128,32 @@ def heatmap(M:pd.DataFrame, # the values (rows x columns); NaN cells are drawn a
             annot_size:float|None=None, # points; None: fitted to the cell (at most 8, at least `MIN_ANNOT`)
            ):
     "A heat map with no grid lines through cells, NaN cells masked in neutral grey, a labelled colour bar and cell numbers sized to the cell."
-    ax = ax or plt.gca(); fig = ax.figure
-    V = M.astype(float).values; nr, nc = V.shape
+    ax = ax or plt.gca()
+    fig = ax.figure
+    V = M.astype(float).values
+    nr, nc = V.shape
     mesh = ax.pcolormesh(np.arange(nc + 1), np.arange(nr + 1), np.ma.masked_invalid(V), cmap=cmap, vmin=vmin, vmax=vmax,
                          edgecolors='white', linewidth=0.8)
     for i, j in zip(*np.where(~np.isfinite(V))):
         ax.add_patch(Rectangle((j, i), 1, 1, facecolor=NA_COLOR, edgecolor='white', linewidth=0.8, hatch='////'))   # the hatch is white
-    ax.set_xlim(0, nc); ax.set_ylim(nr, 0); ax.grid(False)
+    ax.set_xlim(0, nc)
+    ax.set_ylim(nr, 0)
+    ax.grid(False)
     for s in ax.spines.values(): s.set_visible(False)
-    ax.set_xticks(np.arange(nc) + 0.5, [str(c) for c in M.columns]); ax.set_yticks(np.arange(nr) + 0.5, [str(r) for r in M.index])
+    ax.set_xticks(np.arange(nc) + 0.5, [str(c) for c in M.columns])
+    ax.set_yticks(np.arange(nr) + 0.5, [str(r) for r in M.index])
     ax.tick_params(length=0)
     if fmt:
         texts = [[(fmt.format(V[i, j]) + (mark if marks is not None and bool(np.asarray(marks)[i, j]) else '')) if np.isfinite(V[i, j]) else ''
                   for j in range(nc)] for i in range(nr)]
         if annot_size is None:
-            bb = ax.get_window_extent(); pt = 72/fig.dpi
+            bb = ax.get_window_extent()
+            pt = 72/fig.dpi
             cw, ch = pt*bb.width/nc, pt*bb.height/nr                      # a cell, in points (at the layout before drawing)
             chars = max([len(t) for row in texts for t in row] + [1])
             annot_size = float(np.clip(min(0.8*cw/(0.6*chars), 0.55*ch), MIN_ANNOT, 8))
-        cm = plt.get_cmap(cmap); norm = plt.Normalize(vmin, vmax)
+        cm = plt.get_cmap(cmap)
+        norm = plt.Normalize(vmin, vmax)
         for i in range(nr):
             for j in range(nc):
                 if texts[i][j]:
@@ -148,12 +163,14 @@ def heatmap(M:pd.DataFrame, # the values (rows x columns); NaN cells are drawn a
     elif cbar is not False: fig.colorbar(mesh, cax=cbar, label=cbar_label)
     return mesh
 
+# %% ../nbs/11_report.ipynb #ed80ce79
 def heatmap_note(mark_means:str|None='significant at BH-adjusted p < 0.05', # what `*` means (None: no marks)
                  masked:str|None='not defined', # what a grey cell means (None: no grey cells)
                 )->str:
     "The line under a heat map that explains its marks and its grey cells."
     return '; '.join(p for p in [f'* {mark_means}' if mark_means else '', f'grey: {masked}' if masked else ''] if p) + '.'
 
+# %% ../nbs/11_report.ipynb #991e6cf0
 def add_note(fig, # a figure
              text:str, # the note (one or a few sentences)
              )->Text:
@@ -161,6 +178,7 @@ def add_note(fig, # a figure
     width = int(fig.get_size_inches()[0]*72/(0.5*plt.rcParams['legend.fontsize']))
     return fig.text(0.5, -0.01, textwrap.fill(text, max(40, width)), ha='center', va='top', fontsize=MIN_FONT, color='#333333')
 
+# %% ../nbs/11_report.ipynb #46a40631
 def ci_errorbar(ax, # the axes
                 pos, # positions of the estimates (y for horizontal bars, x for vertical ones)
                 est, lo, hi, # estimates and their CI bounds (NaN bounds: no bar)
@@ -203,16 +221,19 @@ def header(col)->str:
 _TEX = {'\\': r'\textbackslash{}', '&': r'\&', '%': r'\%', '$': r'\$', '#': r'\#', '_': r'\_', '{': r'\{', '}': r'\}',
         '~': r'\textasciitilde{}', '^': r'\textasciicircum{}'}
 
+# %% ../nbs/11_report.ipynb #41462685
 def latex_escape(s)->str:
     "`s` with LaTeX's special characters escaped."
     return re.sub(r'[\\&%$#_{}~^]', lambda m: _TEX[m.group()], str(s))
 
+# %% ../nbs/11_report.ipynb #0eab508f
 def _numeric(s:pd.Series)->bool:
     if pd.api.types.is_bool_dtype(s): return False
     if pd.api.types.is_numeric_dtype(s): return True
     v = s.dropna()
     return len(v) > 0 and all(isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_)) for x in v)
 
+# %% ../nbs/11_report.ipynb #82e42809
 def _tex_cell(x, digits):
     if x is None or x is pd.NA or (isinstance(x, (float, np.floating)) and math.isnan(x)): return '--'
     if isinstance(x, (bool, np.bool_)): return 'yes' if x else 'no'
@@ -221,14 +242,17 @@ def _tex_cell(x, digits):
     else: return latex_escape(x)
     return s.replace('-', '$-$', 1) if s.startswith('-') else s
 
+# %% ../nbs/11_report.ipynb #5d122d8c
 def judge_names(df:pd.DataFrame)->pd.DataFrame:
     "`df` with its `judge` and `model` columns merged into one `judge` column holding `judge_label` (tables without both: unchanged)."
     if not {'judge', 'model'} <= set(df.columns): return df
-    out = df.copy(); out['judge'] = [judge_label(j, m) for j, m in zip(df.judge, df.model)]
+    out = df.copy()
+    out['judge'] = [judge_label(j, m) for j, m in zip(df.judge, df.model)]
     return out.drop(columns='model')
 
 DIM_COLUMNS = ('dimension', 'target', 'other', 'max_other', 'dimension_a', 'dimension_b')
 
+# %% ../nbs/11_report.ipynb #860edbe5
 def display_names(df:pd.DataFrame, # a table with judgelab's ids
                   dataset:str|None=None, # the dataset of every row, where the table has no `dataset` column
                  )->pd.DataFrame:
@@ -241,6 +265,7 @@ def display_names(df:pd.DataFrame, # a table with judgelab's ids
     if 'dataset' in out: out['dataset'] = [x if pd.isna(x) else dataset_label(x) for x in out['dataset']]
     return out
 
+# %% ../nbs/11_report.ipynb #ebb3ff11
 def latex_table(df:pd.DataFrame, # the table (ids already replaced by display names, if wanted)
                 caption:str|None=None, label:str|None=None,
                 digits:int=3, # decimals of non-integer numbers
@@ -261,7 +286,8 @@ def latex_table(df:pd.DataFrame, # the table (ids already replaced by display na
         keys = keys or cols[:1]
     if bad := [k for k in keys if k not in cols]: raise ValueError(f'latex_table: key columns {bad} are not in the table')
     if len(keys) >= max_cols: raise ValueError(f'latex_table: {len(keys)} key columns leave no room in {max_cols} columns per tabular')
-    rest = [c for c in cols if c not in keys]; step = max_cols - len(keys)
+    rest = [c for c in cols if c not in keys]
+    step = max_cols - len(keys)
     parts = [keys + rest[i:i + step] for i in range(0, len(rest), step)] or [keys]
     body = {c: [_tex_cell(x, digits) for x in df[c]] for c in cols}
     out = []
@@ -283,10 +309,10 @@ def md_cell(x)->str:
     "A value as one cell of a markdown table: `|` escaped, line breaks made spaces."
     return ' '.join(str(x).splitlines()).replace('|', '\\|') if isinstance(x, str) else x
 
+# %% ../nbs/11_report.ipynb #bfa7fd80
 def _comment(caption)->str:
     "The caption line of a .md: one line, an HTML comment no text ends early."
     return '<!-- ' + ' '.join(str(caption).splitlines()).replace('--', '-&#45;') + ' -->\n'
-
 
 # %% ../nbs/11_report.ipynb #c6c0d047
 def _fmt(x, digits):
@@ -295,6 +321,7 @@ def _fmt(x, digits):
         return 'NaN' if math.isnan(x) else f'{x:.{digits}f}'
     return x
 
+# %% ../nbs/11_report.ipynb #590a52f2
 def save_table(df:pd.DataFrame, # the table
                name:str, # file stem under outputs/tables/
                notebook:str|None=None, # the notebook that made it
@@ -310,7 +337,8 @@ def save_table(df:pd.DataFrame, # the table
               )->list: # paths written
     "Write `df` as csv (full precision), md (judges by name) and booktabs tex, and record them (and the caption) in the manifest."
     if dataset is not None and not isinstance(dataset, str): dataset = D.get_spec(dataset).name   # a loaded Dataset
-    out = Path(out_dir or paths.tables); out.mkdir(parents=True, exist_ok=True)
+    out = Path(out_dir or paths.tables)
+    out.mkdir(parents=True, exist_ok=True)
     csv, md, tex = out/f'{name}.csv', out/f'{name}.md', out/f'{name}.tex'
     df.to_csv(csv, index=index)
     flat = df.reset_index() if index else df
@@ -320,6 +348,7 @@ def save_table(df:pd.DataFrame, # the table
     record_manifest([csv, md, tex], notebook, parameters, inputs, {**(extra or {}), **({'caption': caption} if caption else {})})
     return [csv, md, tex]
 
+# %% ../nbs/11_report.ipynb #e473a754
 def save_figure(fig, # a matplotlib figure
                 name:str, # file stem under outputs/figures/
                 notebook:str|None=None, parameters:dict|None=None, inputs=None, extra:dict|None=None,
@@ -329,19 +358,23 @@ def save_figure(fig, # a matplotlib figure
     "Write `fig` as pdf and png, and record them and the caption in the manifest; text smaller than the style allows is refused."
     if small := small_text(fig):
         raise ValueError(f"figure {name!r}: text below {MIN_FONT} pt ({MIN_ANNOT} pt in heat-map cells) at the saved size: {small[:5]}")
-    out = Path(out_dir or paths.figures); out.mkdir(parents=True, exist_ok=True)
+    out = Path(out_dir or paths.figures)
+    out.mkdir(parents=True, exist_ok=True)
     pdf, png = out/f'{name}.pdf', out/f'{name}.png'
-    fig.savefig(pdf, metadata={'CreationDate': None}); fig.savefig(png)
+    fig.savefig(pdf, metadata={'CreationDate': None})
+    fig.savefig(png)
     record_manifest([pdf, png], notebook, parameters, inputs, {**(extra or {}), **({'caption': caption} if caption else {})})
     return [pdf, png]
 
+# %% ../nbs/11_report.ipynb #0bad584e
 def save_text(text:str, # markdown prose (computed from tables, never typed results)
               name:str, # file stem under outputs/tables/
               notebook:str|None=None, parameters:dict|None=None, inputs=None, caption:str|None=None, extra:dict|None=None,
               out_dir=None, # default: `paths.tables`
              )->list: # paths written
     "Write generated prose as markdown (the README includes it), and record it in the manifest."
-    out = Path(out_dir or paths.tables); out.mkdir(parents=True, exist_ok=True)
+    out = Path(out_dir or paths.tables)
+    out.mkdir(parents=True, exist_ok=True)
     md = out/f'{name}.md'
     md.write_text((_comment(caption) if caption else '') + text.strip() + '\n')
     record_manifest([md], notebook, parameters, inputs, extra)
@@ -354,13 +387,15 @@ def relpath(p)->str:
     try: return (Path('outputs')/p.relative_to(paths.outputs.resolve())).as_posix()
     except ValueError: return _rel(p, paths.root)
 
+# %% ../nbs/11_report.ipynb #bc309c9a
 class Report:
     "One run's provenance (notebook, parameters, inputs, extra) bound once: `table`, `figure` and `text` save an artifact with it."
     def __init__(self, notebook:str, parameters:dict, inputs:dict|None=None, extra:dict|None=None):
         self.notebook, self.parameters, self.inputs, self.extra = notebook, parameters, dict(inputs or {}), dict(extra or {})
     def read(self, path)->Path:
         "Record an input file's sha256 and return its path."
-        self.inputs[relpath(path)] = sha256_file(path); return Path(path)
+        self.inputs[relpath(path)] = sha256_file(path)
+        return Path(path)
     def _extra(self, kw): return {**self.extra, **(kw.pop('extra', None) or {})}
     def table(self, df, name, caption=None, **kw):
         "Save a table; its dimensions are labelled for the run's `dataset` parameter unless `dataset=` says otherwise."
@@ -389,12 +424,14 @@ def run_dirs(runs=None, # run ids (folders below outputs/); None: every run fold
     found = {p.parent for m in _RUN_MARKS for p in out.rglob(m)} if out.is_dir() else set()
     return sorted(d for d in found if not set(d.relative_to(out).parts) & _IN_RUN)
 
+# %% ../nbs/11_report.ipynb #f3698ef9
 def run_outputs(pattern:str, # relative to a run folder, e.g. 'tables/audit_summeval_*.csv'
                 runs=None, # run ids; None: every run folder
                )->list:
     "Files matching `pattern` in the run folders, run by run (sorted within a run)."
     return [f for d in run_dirs(runs) for f in sorted(d.glob(pattern))]
 
+# %% ../nbs/11_report.ipynb #5011a873
 def run_id(path)->str:
     "The id of the run whose folder holds `path` ('.' for outputs/ itself)."
     p, out = Path(path).resolve(), paths.outputs.resolve()
@@ -411,6 +448,7 @@ def run_judgment_files(dataset:str, # dataset name
     dataset = D.get_spec(dataset).name
     return run_outputs(f'judgments/{dataset}/*.parquet', runs)
 
+# %% ../nbs/11_report.ipynb #b8196046
 def collect_judgments(dataset, # a dataset name or `judgelab.data.Dataset`
                       published:bool=True, # include the published judgments of the dataset
                       runs=None, # run ids whose judgments to read; None: every run folder; []: none
@@ -426,7 +464,8 @@ def collect_judgments(dataset, # a dataset name or `judgelab.data.Dataset`
         method = f.stem.split('__')[0]
         if methods is not None and method not in methods: continue
         if methods is None and method.startswith('decomposition'): continue  # sub-criterion scores: the decomposition notebook reads them
-        parts.append(pd.read_parquet(f).assign(judge=method, source='run', run=run_id(f))); inputs[relpath(f)] = sha256_file(f)
+        parts.append(pd.read_parquet(f).assign(judge=method, source='run', run=run_id(f)))
+        inputs[relpath(f)] = sha256_file(f)
     J = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=JM.JUDGMENT_COLUMNS + ['source', 'run'])
     return J, inputs
 
@@ -437,11 +476,13 @@ def _caption(p:Path)->str:
         if first.startswith('<!--'): return first[4:].rstrip('- >').strip().replace('-&#45;', '--')
     return ''
 
+# %% ../nbs/11_report.ipynb #e0ae27d7
 def manifests(root:Path|None=None)->list:
     "Every manifest under outputs/: one per run folder (`outputs/<run id>/manifest.jsonl`) and the one of work by hand."
     root = Path(root or paths.outputs)
     return sorted(p for p in root.rglob('manifest.jsonl') if 'cache' not in p.relative_to(root).parts[:1])
 
+# %% ../nbs/11_report.ipynb #62018e89
 def write_outputs_index(manifest=None, # a manifest file, or a list of them (default: `manifests()`)
                         out:Path|None=None)->Path:
     "Write outputs/README.md from the manifests: tables and figures, each with the notebook that made it."
@@ -483,5 +524,6 @@ def write_outputs_index(manifest=None, # a manifest file, or a list of them (def
                 cap = md_cell(e['caption'])
                 lines.append(f"| {e['name']} | {e['files']} | {cap} | {e['made']} | {e['commit']} |")
             lines.append('')
-    out.parent.mkdir(parents=True, exist_ok=True); out.write_text('\n'.join(lines) + '\n')
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text('\n'.join(lines) + '\n')
     return out
