@@ -319,6 +319,11 @@ def _sweep(a):
 
 
 # %% ../nbs/13_cli.ipynb #3f5ff7ea
+def _root_relative(target:str)->str:
+    "A link of nbs/index.ipynb as README.md (in the repository root) must write it: '../x' -> 'x', 'x' -> 'nbs/x'; URLs, anchors and absolute paths kept."
+    if re.match(r'[A-Za-z][A-Za-z0-9+.-]*:|#|/', target): return target
+    return target[3:] if target.startswith('../') else 'nbs/' + target
+
 def render_readme(index:Path|None=None)->str:
     "README.md text rendered from nbs/index.ipynb (links made root-relative, includes expanded)."
     import nbformat
@@ -326,7 +331,8 @@ def render_readme(index:Path|None=None)->str:
     index = Path(index or paths.nbs/'index.ipynb')
     nb = nbformat.read(index, as_version=4)
     body, _ = MarkdownExporter().from_notebook_node(nb)
-    body = body.replace('](../', '](').replace('src="../', 'src="')
+    body = re.sub(r'\]\(([^)\s]+)', lambda m: '](' + _root_relative(m.group(1)), body)
+    body = re.sub(r'src="([^"]+)"', lambda m: f'src="{_root_relative(m.group(1))}"', body)
     def inc(m):
         p = paths.root/m.group(1).strip()
         return p.read_text().rstrip() if p.exists() else f'*({m.group(1).strip()} is written by `make reproduce`)*'
