@@ -57,7 +57,7 @@ LIB = ROOT/'judgelab'
 # bottom to top; a module imports only modules of LOWER layers. prompts and parse sit lower than DESIGN.md draws
 # them on purpose: they are pure (templates in, requests out; text in, value out) and may use the llm types only.
 LAYERS = [['core'], ['llm'], ['prompts', 'parse'], ['backends', 'cache'], ['models'], ['data'], ['judgments'], ['stats'], ['corrgap'], ['audits', 'reliability'],
-          ['judges'], ['checklist', 'decompose', 'dimcheck'], ['methods'], ['report'], ['sweep'], ['commands'], ['cli'], ['site']]
+          ['judges'], ['checklist', 'decompose', 'dimcheck'], ['methods'], ['report'], ['tables'], ['sweep'], ['commands'], ['cli'], ['site']]
 
 def _lib_modules()->list: return sorted(p.stem for p in LIB.glob('*.py') if p.stem not in ('__init__', '_modidx'))
 
