@@ -59,7 +59,7 @@ LIB = ROOT/'judgelab'
 # 'datasets.*': every module of judgelab/datasets/ (one per dataset: its loader, published readers and replays), above
 # the data and judgments layers whose hooks they register, below everything that uses a loaded dataset.
 LAYERS = [['core'], ['llm'], ['prompts', 'parse'], ['backends', 'cache'], ['models'], ['data'], ['judgments'], ['datasets.*'], ['stats'], ['corrgap'],
-          ['audits', 'reliability'], ['judges'], ['checklist', 'decompose', 'dimcheck'], ['methods'], ['report'], ['sweep_config'], ['sweep_deps'], ['sweep'],
+          ['audits', 'reliability'], ['judges'], ['checklist', 'decompose', 'dimcheck'], ['methods'], ['report'], ['tables'], ['sweep_config'], ['sweep_deps'], ['sweep'],
           ['commands'], ['cli'], ['site']]
 
 def _lib_modules()->list:
