@@ -53,6 +53,7 @@ def _file_identity(path:Path)->str:
         except OSError: pass
     return d[k]
 
+# %% ../nbs/02a_backends.ipynb #58723c7d
 def choice_grammar(choices:list)->str:
     "A GBNF grammar whose language is exactly `choices`."
     esc = lambda s: s.replace('\\', '\\\\').replace('"', '\\"').replace('\n', '\\n')
@@ -66,6 +67,7 @@ def _env_threads()->int|None:
     if not v.isdigit(): raise ValueError(f"JUDGELAB_LLAMA_THREADS must be a positive integer (or empty: all cores), not {v!r}")
     return int(v)
 
+# %% ../nbs/02a_backends.ipynb #e5b8497d
 class LlamaCppBackend(Backend):
     "In-process llama.cpp on the CPU (`llama-cpp-python`); the embedded default."
     name = 'llamacpp'
@@ -261,6 +263,7 @@ def _what(x)->str:
     r = repr(x)
     return kind if x is None else f"{kind} {r if len(r) <= 40 else r[:37] + '...'}"
 
+# %% ../nbs/02a_backends.ipynb #a5beb34e
 def _logprob(x, where:str)->float|None:
     "A log-probability as a float (None stays None); anything else, NaN and infinities included, is a ValueError naming `where`."
     if x is None: return None
@@ -268,6 +271,7 @@ def _logprob(x, where:str)->float|None:
     if not math.isfinite(x): raise ValueError(f"{where} is {x!r}, not a finite number")
     return float(x)
 
+# %% ../nbs/02a_backends.ipynb #e7f9ddb1
 def _token(x, where:str)->str|None:
     "A token's text (None stays None); anything else is a ValueError naming `where`."
     if x is None or isinstance(x, str): return x
@@ -307,6 +311,7 @@ def _pieces(secret:str, k:int):
     "A regex matching, at every position, any `k`-character piece of `secret` (a lookahead, so overlapping pieces are all found)."
     return re.compile('(?=(' + '|'.join(sorted({re.escape(secret[i:i + k]) for i in range(len(secret) - k + 1)})) + '))')
 
+# %% ../nbs/02a_backends.ipynb #19109d52
 def redact_secret(text, # any text (converted with str)
                   secret:str|None, # the secret, e.g. the API key; None or '': nothing to redact
                   min_piece:int=MIN_SECRET_PIECE, # every piece of `secret` this long is redacted (a shorter secret: only whole)
@@ -329,6 +334,7 @@ def _shut(sock):
     try: socket.socket.shutdown(sock, socket.SHUT_RDWR)
     except OSError: pass
 
+# %% ../nbs/02a_backends.ipynb #d0d6a3de
 class _Deadline:
     "A whole-request deadline: `seconds` after it is made, every socket it watches is shut down (`expired` says it happened)."
     def __init__(self, seconds:float):
@@ -362,28 +368,33 @@ class _Watched:
         super().connect()
         self.deadline.watch(self.sock)          # the TLS socket, for https
 
+# %% ../nbs/02a_backends.ipynb #98df69ef
 class _HTTPConnection(_Watched, http.client.HTTPConnection):
     def __init__(self, *a, deadline, **kw):
         super().__init__(*a, **kw)
         self._wire(deadline)
 
+# %% ../nbs/02a_backends.ipynb #b65e6fdc
 class _HTTPSConnection(_Watched, http.client.HTTPSConnection):
     def __init__(self, *a, deadline, **kw):
         super().__init__(*a, **kw)
         self._wire(deadline)
 
+# %% ../nbs/02a_backends.ipynb #cf4a2507
 class _DeadlineHTTPHandler(urllib.request.HTTPHandler):
     def __init__(self, deadline):
         super().__init__()
         self.deadline = deadline
     def http_open(self, req): return self.do_open(functools.partial(_HTTPConnection, deadline=self.deadline), req)
 
+# %% ../nbs/02a_backends.ipynb #6432a955
 class _DeadlineHTTPSHandler(urllib.request.HTTPSHandler):
     def __init__(self, deadline):
         super().__init__()
         self.deadline = deadline
     def https_open(self, req): return self.do_open(functools.partial(_HTTPSConnection, deadline=self.deadline), req, context=self._context)
 
+# %% ../nbs/02a_backends.ipynb #d50b18a1
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     "Never follow a redirect (urllib would resend the Authorization header wherever `Location` points, a POST turned GET): the 3xx is returned."
     def redirect_request(self, req, fp, code, msg, headers, newurl): return None
@@ -395,6 +406,7 @@ class _TooLarge(Exception):
         super().__init__(f"the reply is larger than {limit} bytes" + (f" (Content-Length {declared})" if declared else '')
                          + ": refused without reading the rest (MAX_REPLY_BYTES)")
 
+# %% ../nbs/02a_backends.ipynb #a23ddc83
 def _read_upto(resp, n:int)->bytes:
     "At most `n` bytes of a response body, read in chunks."
     out = bytearray()
@@ -404,10 +416,12 @@ def _read_upto(resp, n:int)->bytes:
         out += b
     return bytes(out)
 
+# %% ../nbs/02a_backends.ipynb #9a35a6c1
 def _timed_out(e:Exception)->bool:
     "A socket timeout, bare or wrapped in a `URLError` (every socket operation waits at most the time left, so it means the deadline passed)."
     return isinstance(e, TimeoutError) or isinstance(getattr(e, 'reason', None), TimeoutError)
 
+# %% ../nbs/02a_backends.ipynb #866e1a79
 def _fetch(url:str, data:bytes|None=None, headers:dict|None=None, timeout:float=120, limit:int|None=None)->tuple:
     "(status, headers, body) of one request (a POST of `data`, else a GET): no redirect followed, all of it within `timeout` seconds."
     limit = limit or MAX_REPLY_BYTES
@@ -461,6 +475,8 @@ class _Retryable(Exception):
     def __init__(self, msg, retry_after=None):
         super().__init__(msg)
         self.retry_after = retry_after
+
+# %% ../nbs/02a_backends.ipynb #b91efaa2
 class _Refused(Exception):
     "A non-retryable HTTP status for one request: recorded on that request's sample, the others go on."
     def __init__(self, msg, code=None, detail=''):
@@ -470,6 +486,7 @@ class _Refused(Exception):
 RETRY_STATUS = frozenset({408, 409, 429}) # and every 5xx
 MAX_RETRY_AFTER = 120.0                   # seconds: a longer Retry-After is capped here
 
+# %% ../nbs/02a_backends.ipynb #ce75e80d
 def _retry_after(value)->float|None:
     "Seconds from a Retry-After header (delta-seconds or an HTTP date), or None."
     if not value: return None
@@ -490,6 +507,7 @@ PROBE_RETRY_S = 60.0                      # seconds: an unreachable server's /mo
 _REJECTS = re.compile(r'(?i)unrecogni[sz]ed|unknown (field|param|argument|key)|unsupported (field|param|argument)|extra (inputs|fields|_forbidden)'
                       r'|extra_forbidden|not permitted|not allowed|additional propert|unexpected (field|keyword|argument)|invalid (field|param)')
 
+# %% ../nbs/02a_backends.ipynb #96676084
 def _vendor_need(r)->str|None:
     "What in a request only a server's own extension can do (so it cannot be dropped), or None."
     if r.continue_final: return "continuing a prefilled answer (continue_final_message)"
@@ -498,8 +516,10 @@ def _vendor_need(r)->str|None:
     if r.chat_options: return f"chat-template options {sorted(r.chat_options)} (chat_template_kwargs)"
     return None
 
+# %% ../nbs/02a_backends.ipynb #1e858973
 def _uses_vendor(r)->bool: return bool(r.choice or _vendor_need(r))
 
+# %% ../nbs/02a_backends.ipynb #66e590d0
 class OpenAIBackend(Backend):
     "Any OpenAI-compatible chat-completions server."
     name = 'openai'

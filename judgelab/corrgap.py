@@ -28,6 +28,7 @@ def _id_order(ids):
     if len(np.unique(ids)) != len(ids): raise ValueError("item ids must be unique")
     return np.argsort(np.argsort(ids, kind='stable'), kind='stable')
 
+# %% ../nbs/06_corrgap.ipynb #97e8518c
 def divergence(gt_t, gt_o)->np.ndarray:
     "D_i = |u(gt_t)_i - u(gt_o)_i| with percentiles u = (avgrank - 0.5)/n."
     gt_t = np.asarray(gt_t, float)
@@ -41,6 +42,7 @@ TIES = ('fractional', 'id')
 def _check_ties(ties):
     if ties not in TIES: raise ValueError(f"ties must be 'fractional' (the default) or 'id', not {ties!r}")
 
+# %% ../nbs/06_corrgap.ipynb #5ab60f0a
 def _share(w, # (n,) each item's weight before the cut
            key, # (n,) sort key: a group takes its items in order of key descending
            grp, # (n,) group codes 0..G-1
@@ -58,6 +60,7 @@ def _share(w, # (n,) each item's weight before the cut
         out[ix] = w[ix]*f[run]
     return out
 
+# %% ../nbs/06_corrgap.ipynb #63f99cea
 def split_groups(gt_t, gt_o,
                  ids=None, # item ids: ties in D broken by ascending id (only with ties='id'); default: positions
                  control:bool=True, # distribution control
@@ -107,6 +110,7 @@ def split_groups(gt_t, gt_o,
         out[w][out[g]] = 1
     return out
 
+# %% ../nbs/06_corrgap.ipynb #581bc7ac
 def _bins(gt_t, bins):
     "Stratum labels: 'exact' (one stratum per distinct value, the default), 'round' (floor(gt_t + 0.5)), per-item labels, a callable, or dict(edges=[...])."
     if bins is None: raise ValueError("bins=None meant rounded bins before judgelab's second revision; pass bins='exact' (the default) or bins='round'")
@@ -135,10 +139,12 @@ def _masked_pearson(X, Y, M):
     r[(sxx <= tol) | (syy <= tol) | (n < 3)] = np.nan
     return np.clip(r, -1, 1)
 
+# %% ../nbs/06_corrgap.ipynb #e409e41d
 def _integral(K):
     "True when K holds whole counts (a mask or copies): float32 products of them are exact."
     return K.dtype == bool or np.issubdtype(K.dtype, np.integer)
 
+# %% ../nbs/06_corrgap.ipynb #62dca11f
 def _r_from_sums(n, sx, sy, sxx, syy, sxy):
     "Pearson r from weighted sums (n is the sum of the weights)."
     with np.errstate(invalid='ignore', divide='ignore'):      # an empty group (n = 0) gives NaN below
@@ -150,6 +156,7 @@ def _r_from_sums(n, sx, sy, sxx, syy, sxy):
     r = np.where((vx <= tol) | (vy <= tol) | (n < 3 - 1e-9), np.nan, r)      # n: the group's weight
     return np.clip(r, -1, 1)
 
+# %% ../nbs/06_corrgap.ipynb #669cf46a
 class _SpearmanGaps:
     "Spearman r(L) - r(H) for a batch of L-masks, from member counts per distinct (x, y) pair, or per item when there are many pairs (continuous x)."
     def __init__(self, x, y, max_pairs=256):
@@ -195,6 +202,7 @@ class _SpearmanGaps:
         C = self.counts(M)
         return self._r(C) - self._r(self.tot - C)
 
+# %% ../nbs/06_corrgap.ipynb #fcf0e43a
 class _GapEngine:
     "Computes corr(pred[L], gt[L]) - corr(pred[H], gt[H]) for a batch of L-masks over the kept items, or of (L, H) copy counts."
     def __init__(self, pred, gt, method):
@@ -307,6 +315,7 @@ def _strata_masks(strata_members, sizes, n_perm, rng, K, exact):
         masks[:, mem] = r <= kth                               # the s smallest: a uniform random s-subset per row
     return masks
 
+# %% ../nbs/06_corrgap.ipynb #a4951488
 def _fill_weights(strata_members, quotas, w, n_perm, rng, K, chunk=1000):
     "Weights in L, (B, K) per chunk, of random re-splits of weighted items: in each stratum the items, in random order, fill L up to the stratum's quota (the item at the boundary is split), the rest goes to H."
     for s in range(0, n_perm, chunk):
@@ -332,6 +341,7 @@ def _fill_weights(strata_members, quotas, w, n_perm, rng, K, chunk=1000):
             KL[:, mem] = sub
         yield KL
 
+# %% ../nbs/06_corrgap.ipynb #e2f08b53
 def _corrgap_inputs(pred_t, gt_t, gt_o, ids, bins)->tuple:
     "(pred, gt_t, gt_o, ids, bins, items dropped): the items whose three scores are finite, as float arrays."
     p_, t_, o_ = (np.asarray(a, float) for a in (pred_t, gt_t, gt_o))
@@ -344,6 +354,7 @@ def _corrgap_inputs(pred_t, gt_t, gt_o, ids, bins)->tuple:
     if b_ is not None: bins = b_[ok]
     return p_, t_, o_, ids_, bins, int((~ok).sum())
 
+# %% ../nbs/06_corrgap.ipynb #4b537958
 def _split_corr(p_, t_, g:dict, method:str)->tuple:
     """(r_low, r_high, n_low, n_high, whole, engine) of a split from `split_groups`: plain correlations when no tie run is
     shared (`whole`), else weighted ones from a `_GapEngine` on the items with weight (returned for the permutations)."""
@@ -354,11 +365,13 @@ def _split_corr(p_, t_, g:dict, method:str)->tuple:
     r_low, r_high = (float(eng._corr_counts(g[w][None, kept])[0]) for w in ('wL', 'wH'))
     return r_low, r_high, float(g['wL'].sum()), float(g['wH'].sum()), False, eng
 
+# %% ../nbs/06_corrgap.ipynb #932f0900
 def _strata(g:dict, kept, control:bool)->list:
     "The positions in `kept` of each stratum's items (one stratum without distribution control)."
     strata = g['bins'][kept] if control else np.zeros(len(kept))
     return [np.nonzero(strata == v)[0] for v in np.unique(strata)]
 
+# %% ../nbs/06_corrgap.ipynb #4e149e20
 def _perm_gaps(p_, t_, g:dict, whole:bool, eng, control:bool, method:str, n_perm:int, rng)->tuple:
     """(gaps of the re-split data, whether they enumerate every split): in each stratum half the items go to L, every split
     when there are at most n_perm + 1, else n_perm random ones; with shared tie runs, random re-splits of the weights
@@ -376,6 +389,7 @@ def _perm_gaps(p_, t_, g:dict, whole:bool, eng, control:bool, method:str, n_perm
     quotas = [g['wL'][kept][m].sum() for m in members]
     return np.concatenate([eng.weight_gaps(KL, w) for KL in _fill_weights(members, quotas, w, n_perm, rng, len(kept))]), False
 
+# %% ../nbs/06_corrgap.ipynb #1b2590b6
 def corrgap(pred_t, # judge scores for the target dimension
             gt_t, # human means for the target
             gt_o, # human means for the non-target
@@ -452,6 +466,7 @@ def _onehot(inv, k, dtype=float):
     G[np.arange(len(inv)), inv] = 1
     return G
 
+# %% ../nbs/06_corrgap.ipynb #fd0fe913
 def _cut_run_copies(X, Xc, R, T, part, st, sizes, idr, cgrp, reverse_ids:bool)->tuple:
     """(rows, columns, copies kept) of the items in the runs of equal keys that a group's quota cuts (`part`): the places
     left (`R`) go to the items in id order (descending with `reverse_ids`), a run of several categories merged by id."""
@@ -477,6 +492,7 @@ def _cut_run_copies(X, Xc, R, T, part, st, sizes, idr, cgrp, reverse_ids:bool)->
         before[mi] = e - e[np.searchsorted(seg, seg)]
     return rows, cols, np.clip(R[rows, cpi] - before, 0, v)
 
+# %% ../nbs/06_corrgap.ipynb #4ecf6dcb
 def _first_copies(X, # (B, n) copies of each item per resample; columns sorted by (category, id)
                   st, sizes, # first column and number of columns of each category
                   idr, # (n,) id rank of each column
@@ -519,6 +535,7 @@ def _first_copies(X, # (B, n) copies of each item per resample; columns sorted b
         Y[rows, cols] = kept
     return Y
 
+# %% ../nbs/06_corrgap.ipynb #ec8b09f4
 def split_counts(W, # (B, n) item multiplicities per resample (0 = item absent)
                  gt_t, gt_o, # human means (references) for the target and the non-target
                  ids=None, # item ids (ties in D broken by ascending id); default: positions
@@ -573,6 +590,7 @@ def _rank_rows(C, L, T):
     cnt = np.bincount((C + T*np.arange(J)[:, None]).ravel(), weights=L.ravel(), minlength=J*T).reshape(J, T)
     return np.take_along_axis(np.cumsum(cnt, 1) - (cnt - 1)/2, C, 1)
 
+# %% ../nbs/06_corrgap.ipynb #2d55c065
 def _row_codes(X):
     "Each row's values as integer codes 0..u-1 in sorted order (`np.unique`'s inverse, row by row, in one sort); a broadcast row is coded once."
     if X.ndim == 2 and X.strides[0] == 0:
@@ -585,6 +603,7 @@ def _row_codes(X):
     np.put_along_axis(C, o, new, 1)
     return C, int(new[:, -1].max()) + 1
 
+# %% ../nbs/06_corrgap.ipynb #b9122850
 def _corr_gaps(X, y, KL, KH, method):
     "Weighted Pearson or Spearman (weighted average ranks) of each row of X (J, n) with y (n,) in the group weighted by KL (J, n) minus in KH's; 0: absent."
     if method == 'spearman':
@@ -597,6 +616,7 @@ def _corr_gaps(X, y, KL, KH, method):
         return _r_from_sums(L.sum(1), LX.sum(1), LY.sum(1), (LX*Xr).sum(1), (LY*Yr).sum(1), (LX*Yr).sum(1))
     return r(KL) - r(KH)
 
+# %% ../nbs/06_corrgap.ipynb #8996ea78
 def _batched_slot(groups, base, a, P, R_t, ref_t, ref_o, ids, method, bins, ties, Hg, Jg):
     """Point estimates of rater slot `a` for judges with different scored items in one split: each item set is a 0/1
     weight row of `split_counts` over the slot's items (weight 0: the item is absent, exactly as if dropped), and the
@@ -618,6 +638,7 @@ def _batched_slot(groups, base, a, P, R_t, ref_t, ref_o, ids, method, bins, ties
         Hg[k][a] = h[g]
         Jg[k][a] = x
 
+# %% ../nbs/06_corrgap.ipynb #49e29251
 def _rater_gaps(P:dict, R_t:np.ndarray, R_o:np.ndarray, W:np.ndarray, ids:np.ndarray, method:str, bins, ties:str)->tuple:
     "({judge: (K, resamples) gaps of each rater slot}, {judge: the judge's gaps against the same references}), NaN where a slot has under 6 items."
     K = R_t.shape[1]
@@ -645,6 +666,7 @@ def _rater_gaps(P:dict, R_t:np.ndarray, R_o:np.ndarray, W:np.ndarray, ids:np.nda
                 Jg[k][a] = _GapEngine(P[k][ok], ref_t[ok], method).count_gaps(KL, KH)
     return Hg, Jg
 
+# %% ../nbs/06_corrgap.ipynb #9f0790bc
 def _baseline_row(k, H:np.ndarray, J:np.ndarray, ci:float, keep_boot:bool)->dict:
     "The human baseline row of judge `k` from the raters' gaps `H` and the judge's `J` (column 0: the data, then the resamples)."
     h0, j0 = H[:, 0], J[:, 0]
@@ -660,6 +682,7 @@ def _baseline_row(k, H:np.ndarray, J:np.ndarray, ci:float, keep_boot:bool)->dict
     if keep_boot: row['boot'] = d_all
     return row
 
+# %% ../nbs/06_corrgap.ipynb #3faa0715
 def human_baseline(preds, # judge scores for the target: an array, or {name: array} for several judges at once
                    R_t, # (n, K) individual human ratings of the target, one column per rater slot (NaN if missing)
                    R_o, # (n, K) individual human ratings of the non-target, same slots
@@ -686,7 +709,6 @@ def human_baseline(preds, # judge scores for the target: an array, or {name: arr
     W = np.r_[np.ones((1, n), W.dtype if len(W) else int), W]     # row 0: the data themselves (point estimates)
     Hg, Jg = _rater_gaps(P, R_t, R_o, W, ids, method, bins, ties)
     return pd.DataFrame([_baseline_row(k, Hg[k], Jg[k], ci, keep_boot) for k in P])
-
 
 # %% ../nbs/06_corrgap.ipynb #b55bfb25
 def simulate_raters(n_items:int=1000, # items
@@ -744,6 +766,7 @@ def _corr_pairwise(X):
         return np.clip(C, -1, 1)
     return pd.DataFrame(X).corr(min_periods=3).to_numpy()
 
+# %% ../nbs/06_corrgap.ipynb #07ad0097
 def _loadings(C):
     "Loadings of K rater columns on one latent score from their correlation matrix C (K, K): l_a^2 = sum_{b<c} C_ab C_ac / sum_{b<c} C_bc; K = 2: both sqrt(C_12)."
     K = len(C)
@@ -757,6 +780,7 @@ def _loadings(C):
         out.append(num/den if den > 1e-6 else np.nanmean(np.delete(C[a], a)))
     return np.sqrt(np.clip(np.nan_to_num(np.array(out, float), nan=lim[0]), *lim))
 
+# %% ../nbs/06_corrgap.ipynb #f4e0832a
 @dataclass
 class NullModel:
     """A latent model of one (target, non-target) pair under *no dependence*, on a Gaussian-copula scale: latent target and
@@ -814,6 +838,7 @@ def _fit_closed(C, K, J):
     lam = [float(np.clip(np.nanmean(C[2*K + j, T]/lt), 0.01, 0.995)) for j in range(J)]
     return lt, lo, rho, halo, lam
 
+# %% ../nbs/06_corrgap.ipynb #9eea8c84
 def fit_null(preds:dict, # {judge: scores of the target} (NaN: not scored)
              R_t, R_o, # (n, K) individual human ratings of the target and the non-target, rater slots as columns
              n_match:int=20000, # items simulated per moment-matching step
@@ -861,6 +886,7 @@ def _null_params(m:NullModel, names)->np.ndarray:
     "The fitted parameters the excess of a judge without dependence moves with, one row per judge: mean rater loading on t and on o, latent correlation, mean halo, the judge's loading."
     return np.array([[m.lt.mean(), m.lo.mean(), m.rho, m.halo.mean(), m.lam[k]] for k in names])
 
+# %% ../nbs/06_corrgap.ipynb #1abe2be8
 def _null_spread(s, # (n_sim,) simulated excesses, simulation b drawn from the model fitted to resample b
                  th, # (n_sim, p) the parameters each simulation was drawn from
                  tr, # (n_sim, p) the parameters refitted to each simulated dataset
@@ -888,6 +914,7 @@ def _null_spread(s, # (n_sim,) simulated excesses, simulation b drawn from the m
     noise = np.trace(np.atleast_2d(np.cov((tr - th)[:, keep].T)) @ V)
     return float(max(var - noise, r @ r/(n - p - 1))), p               # never below the residual variance of s
 
+# %% ../nbs/06_corrgap.ipynb #5507e1d4
 def _p_predictive(obs, s, var=None, dof=None):
     """One-sided p of `obs` against a normal null with the mean of the simulations `s` and variance `var` (default: theirs),
     in the prediction form: Student's t with `dof` degrees of freedom (default n - 1), the sd widened by sqrt(1 + 1/n)."""
@@ -897,7 +924,6 @@ def _p_predictive(obs, s, var=None, dof=None):
     sd = math.sqrt(var)*math.sqrt(1 + 1/n) if np.isfinite(var) else np.nan
     if not sd > 0: return float(obs <= s.mean()) if obs != s.mean() else 1.0
     return float(ss.t.sf((obs - s.mean())/sd, n - 1 if dof is None else dof))
-
 
 # %% ../nbs/06_corrgap.ipynb #8089ce25
 def _canonical_order(P:dict, R_t, R_o, docs, ids)->tuple:
@@ -909,6 +935,7 @@ def _canonical_order(P:dict, R_t, R_o, docs, ids)->tuple:
     order = np.lexsort(tuple(np.nan_to_num(cols, nan=np.inf).T[::-1]) + (dcode,))
     return R_t[order], R_o[order], dcode[order], {k: v[order] for k, v in P.items()}, None if ids is None else np.asarray(ids)[order]
 
+# %% ../nbs/06_corrgap.ipynb #8902d58a
 def _null_refused(P:dict, names:list, R_t, R_o, min_agreement:float)->pd.DataFrame|None:
     "The rows of a null that cannot be fitted (too few scores, or raters of t or o who do not agree), saying why; None when it can."
     if not names or min(np.isfinite(R_t).sum(0).min(), np.isfinite(R_o).sum(0).min()) < 6:
@@ -919,6 +946,7 @@ def _null_refused(P:dict, names:list, R_t, R_o, min_agreement:float)->pd.DataFra
     note = f'not identified: mean correlation between rater slots {agree[0]:.3f} (target), {agree[1]:.3f} (non-target) < {min_agreement}'
     return pd.DataFrame([dict(judge=k, n_sim=0, null_note=note) for k in P])
 
+# %% ../nbs/06_corrgap.ipynb #628b5f65
 def _simulate_null(m:NullModel, P:dict, R_t, R_o, ids, clusters, n_sim:int, seed:int, method:str, bins, ties:str)->tuple:
     """(sims, th, tr): per judge and simulation, the excess of a dataset simulated from the model fitted to a bootstrap
     resample of `clusters` (NaN where the resample cannot be fitted), the parameters it was drawn from and those refitted to it."""
@@ -941,6 +969,7 @@ def _simulate_null(m:NullModel, P:dict, R_t, R_o, ids, clusters, n_sim:int, seed
         th[:, b], tr[:, b] = _null_params(mb, names), _null_params(mr, names)   # drawn from, and refitted to, this dataset
     return sims, th, tr
 
+# %% ../nbs/06_corrgap.ipynb #0277168f
 def _null_row(k, m:NullModel, sims, th, tr, obs:float, keep_sims:bool)->dict:
     "The null's row of judge `k` from its simulated excesses `sims` (and the parameters `th`, `tr` of `_null_spread`)."
     s = sims[np.isfinite(sims)]
@@ -956,6 +985,7 @@ def _null_row(k, m:NullModel, sims, th, tr, obs:float, keep_sims:bool)->dict:
     if keep_sims: row['sims'] = sims
     return row
 
+# %% ../nbs/06_corrgap.ipynb #cc36acf2
 def matched_null(preds, # judge scores for the target: an array, or {name: array}
                  R_t, R_o, # (n, K) individual human ratings, as in `human_baseline`
                  ids=None, method:str='spearman', bins='exact', ties:str='fractional',
@@ -1001,7 +1031,6 @@ def matched_null(preds, # judge scores for the target: an array, or {name: array
     rows += [dict(judge=k, n_sim=0) for k in preds if k not in names]
     return pd.DataFrame(rows)
 
-
 # %% ../nbs/06_corrgap.ipynb #2c36b302
 def _wcov_stack(W, X, Y):
     "Weighted covariances of the columns of X (n, p) with Y (n, p), pairwise over rows where both are present, for every row of W (B, n): (B, p)."
@@ -1013,6 +1042,7 @@ def _wcov_stack(W, X, Y):
         C = (W @ (X0*Y0))/S - mx*my
     return np.where(S >= 3, C, np.nan)
 
+# %% ../nbs/06_corrgap.ipynb #73416746
 def _mean_pairs(W, A, B, pairs):
     "Mean over the slot pairs (a, b) of the weighted covariances of A[:, a] and B[:, b]: (B,)."
     if not pairs: return np.full(len(W), np.nan)
@@ -1021,6 +1051,7 @@ def _mean_pairs(W, A, B, pairs):
         warnings.simplefilter('ignore', RuntimeWarning)
         return np.nanmean(C, 1)
 
+# %% ../nbs/06_corrgap.ipynb #d3ac7fed
 def _w_from_moments(cJT, cJO, cTT, cOO, cTO):
     "w, beta_t, beta_o, rho from the mean cross-rater moments (arrays of one shape); beta on the latent (unit variance) scale, in units of the judge's scores."
     with np.errstate(invalid='ignore', divide='ignore'):
@@ -1032,6 +1063,7 @@ def _w_from_moments(cJT, cJO, cTT, cOO, cTO):
     w = np.where(np.abs(rho) < 1, w, np.nan)
     return w, bt, bo, np.broadcast_to(rho, w.shape)
 
+# %% ../nbs/06_corrgap.ipynb #afd49a41
 def dependence_weight(preds, # judge scores for the target: an array, or {name: array} (NaN: not scored)
                       R_t, # (n, K) human ratings of the target, one column per rater slot (NaN if missing)
                       R_o, # (n, K) human ratings of the non-target, same slots
@@ -1129,6 +1161,7 @@ def _cut_ok(x, c, need):
     lo, hi = x[x < c], x[x >= c]
     return len(np.unique(lo)) >= 2 and len(np.unique(hi)) >= 2 and len(lo) >= need and len(hi) >= need
 
+# %% ../nbs/06_corrgap.ipynb #72152115
 def quality_cut(x, # the target's human means
                 threshold:float, # the wanted cut (low: x < threshold, high: x >= threshold)
                 min_n:int=30, min_frac:float=0.2, # each group needs at least min(min_n, min_frac * n) items
@@ -1221,6 +1254,7 @@ def _mean_ci(boot, long, ci=0.95):
 WEIGHT_COLUMNS = ['w', 'w_lo', 'w_hi', 'p_w', 'w_note']   # `dependence_weight`'s estimate of the judge's weight on the non-target
 NULL_COLUMNS = ['reliability_ratio', 'excess_null', 'excess_null_sd', 'excess_corrected', 'p_corrected', 'p_corrected_mc', 'n_sim']
 
+# %% ../nbs/06_corrgap.ipynb #5e41332a
 def _audit_data(judgments:pd.DataFrame, ds, targets, baseline:bool, n_boot:int, seed:int)->tuple:
     """(judges, their scores items x dimensions, human means, item ids, documents, targets, rater slots, bootstrap weights):
     what every pair of `corrgap_audit` reads, the items in canonical order (the draws do not depend on row order or ids)."""
@@ -1238,12 +1272,14 @@ def _audit_data(judgments:pd.DataFrame, ds, targets, baseline:bool, n_boot:int, 
     W = bootstrap_weights(docs, n_boot, seed) if baseline and n_boot else None
     return judges, wide, hm, hm.index.values, docs, targets, slots, W
 
+# %% ../nbs/06_corrgap.ipynb #7eb072d5
 def _audit_pair_list(ds, targets:list, others)->list:
     "[(i, target, k, non-target)]: every target against every non-target (default: every other dimension except 'overall')."
     return [(i, t, k, o) for i, t in enumerate(targets)
             for k, o in enumerate([ds.dim(x).name for x in others] if others else [d for d in ds.spec.dim_names if d not in (t, 'overall')])
             if o != t]
 
+# %% ../nbs/06_corrgap.ipynb #0d25dd6f
 def _pair_baselines(preds:dict, R_t, R_o, ids, docs, W, method:str, bins, ties:str, null:bool, n_sim:int, weight:bool, n_boot:int,
                     seed:int, null_seed:int)->tuple:
     "({judge: human baseline row}, {judge: matched null row} or None, {judge: dependence weight row} or None) of one pair."
@@ -1256,6 +1292,7 @@ def _pair_baselines(preds:dict, R_t, R_o, ids, docs, W, method:str, bins, ties:s
     if weight: dw = {r['judge']: r for r in dependence_weight(preds, R_t, R_o, docs=docs, n_boot=n_boot, seed=seed).to_dict('records')}
     return hb, mn, dw
 
+# %% ../nbs/06_corrgap.ipynb #b39c2766
 def _audit_row(jm:tuple, t:str, o:str, r:CorrGapResult, hb, mn, dw)->dict:
     "The row of judge `jm` for pair (t, o): the CorrGap `r`, then the human baseline, the null and the weight where computed."
     row = dict(judge=jm[0], model=jm[1], target=t, other=o, **r.as_dict())
@@ -1266,6 +1303,7 @@ def _audit_row(jm:tuple, t:str, o:str, r:CorrGapResult, hb, mn, dw)->dict:
     if dw is not None: row.update({c: dw[jm][c] for c in WEIGHT_COLUMNS})
     return row
 
+# %% ../nbs/06_corrgap.ipynb #7ea6fdb0
 def _audit_matrices(rows:dict, boots:dict, test, baseline:bool, null:bool, n_boot:int)->dict:
     "{(judge, model): CorrGapMatrix} of the rows of each judge, with the BH-adjusted p-values over its pairs."
     out = {}
@@ -1278,6 +1316,7 @@ def _audit_matrices(rows:dict, boots:dict, test, baseline:bool, null:bool, n_boo
         out[jm] = CorrGapMatrix(long, *jm, boot=np.stack(boots[jm]) if baseline and n_boot else None)
     return out
 
+# %% ../nbs/06_corrgap.ipynb #7fcef220
 def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (schema of judgelab.judgments), or a plain table item_id, dimension, score
                   dataset, # a `judgelab.data.Dataset` or a dataset name
                   targets=None, # target dimensions (default: all judged)

@@ -111,6 +111,7 @@ class DatasetSpec:
         raise KeyError(f"{self.name} has no file group {name!r}; its groups: {[g.name for g in self.file_groups] or 'none'}")
     def __repr__(self): return f"DatasetSpec('{self.name}', dims={self.dim_names})"
 
+# %% ../nbs/01_data.ipynb #04276292
 def _norm(s): return re.sub(r'[^a-z0-9]', '', str(s).lower())
 
 # %% ../nbs/01_data.ipynb #3c4c088b
@@ -145,6 +146,7 @@ class _StrictLoader(getattr(yaml, 'CSafeLoader', yaml.SafeLoader)):     # libyam
 _YAML_TYPES = {'str': str, 'str|None': (str, type(None)), 'float': (int, float), 'float|None': (int, float, type(None)),
                'int|None': (int, type(None)), 'dict|None': (dict, type(None)), 'bool': bool, 'tuple': list, 'list': list, 'object': (str, int, float, dict)}
 
+# %% ../nbs/01_data.ipynb #3cdd5a0f
 def _build(cls, d, path, where):
     "`cls(**d)` from one mapping of a registry file, every key known, present when required, and of its type."
     if not isinstance(d, dict): raise RegistryError(f"{path}: {where} must be a mapping, not {d!r}")
@@ -159,6 +161,7 @@ def _build(cls, d, path, where):
             raise RegistryError(f"{path}: {k} in {where} must be {'a list of strings' if t == 'tuple' else t}, not {v!r}")
     return cls(**{k: tuple(v) if fs[k].type == 'tuple' else v for k, v in d.items()})
 
+# %% ../nbs/01_data.ipynb #dfdda5c8
 def read_spec(path:str|Path)->tuple: # (DatasetSpec, its `order` or None)
     "One registry file as a `DatasetSpec`; a `RegistryError` naming the file when it does not fit the format."
     path = Path(path)
@@ -204,6 +207,7 @@ def _check_facts(spec, path, groups):
     if h is not None and (set(h) != {'kind', 'config', 'story'} or h['story'] not in ('source', 'output') or 'hypoeval' not in groups):
         raise RegistryError(f"{path}: hypoeval must be {{kind: ..., config: ..., story: source or output}} beside a file group 'hypoeval', not {h!r}")
 
+# %% ../nbs/01_data.ipynb #7f07c8be
 def _sources(spec, path, groups)->list:
     "The `SourceSpec`s of `judgment_sources`, each naming files of the dataset and, if replayed, its rules and procedure."
     out = [_build(SourceSpec, x, path, f"judgment_sources[{k}]") for k, x in enumerate(spec.judgment_sources, 1)]
@@ -218,6 +222,7 @@ def _sources(spec, path, groups)->list:
             raise RegistryError(f"{path}: judgment source {s.name!r}: a replayed source has both authors_rules ({{rule: text}}) and authors_procedure")
     return out
 
+# %% ../nbs/01_data.ipynb #ccdad4cf
 def _group_files(g, path)->list:
     "The `FileSpec`s of file group `g` from its 'sha256  path [upstream path]' lines."
     out = []
@@ -233,6 +238,7 @@ def _group_files(g, path)->list:
     if not out: raise RegistryError(f"{path}: file group {g.name!r} lists no files")
     return out
 
+# %% ../nbs/01_data.ipynb #e8553dba
 def load_registry(folder:str|Path, # a folder of <name>.yaml files (judgelab's own: data/datasets)
                  )->dict: # {name: DatasetSpec}, by `order`, then name
     "Every registry file in `folder` as a `DatasetSpec`."
@@ -343,6 +349,7 @@ def _mirror_candidates(mirror, name, f):
     if f.mirror: return [m/f.mirror]
     return [m/'raw'/f.path, m/f.path, m/Path(f.path).name]
 
+# %% ../nbs/01_data.ipynb #420a84d3
 def download(url:str, dest:Path, desc:str=''):
     "Download `url` to `dest` with a progress bar (no check: the caller checks what arrived)."
     req = urllib.request.Request(url, headers={'User-Agent': 'judgelab'})
@@ -353,6 +360,7 @@ def download(url:str, dest:Path, desc:str=''):
                 out.write(b)
                 bar.update(len(b))
 
+# %% ../nbs/01_data.ipynb #6f812e3f
 def _check(path, f, name, source=None):
     "The file's sha256 against the registry; the error names `source` (where the bytes came from: a mirror file, a URL) when given."
     if f.sha256 is None: return
@@ -361,6 +369,7 @@ def _check(path, f, name, source=None):
         raise ChecksumError(f"Checksum mismatch for {name}/{f.path}: expected sha256 {f.sha256}, got {got} "
                             f"(from {source or path}). The file is not the registered one; nothing was written to data/raw.")
 
+# %% ../nbs/01_data.ipynb #4bec1163
 def _fetch_file(name, f, mirror, force):
     dest = raw_dir(name)/f.path
     if dest.exists() and not force:

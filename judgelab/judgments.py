@@ -55,6 +55,7 @@ def _lock_file(p:Path)->Path:
     "The lock file guarding writes to `p` (in the `locks` folder of the outputs' scratch folder, which git ignores)."
     return paths.outputs/'tmp'/'locks'/f'{slug(Path(p).name)[:60]}.{hashlib.sha256(str(Path(p).resolve()).encode()).hexdigest()[:16]}.lock'
 
+# %% ../nbs/01a_judgments.ipynb #fccd0417
 def write_parquet(j:pd.DataFrame, # the table
                   p:str|Path, # where it goes
                   replace:bool=True, # overwrite an existing file (else FileExistsError)
@@ -125,6 +126,7 @@ class _Sources(Mapping):
     def __iter__(self): return iter([n for n, s in DATASETS.items() if s.judgment_sources])
     def __len__(self): return len(list(iter(self)))
 
+# %% ../nbs/01a_judgments.ipynb #afe67a35
 def _source(spec, s, readers, where)->JudgmentSource:
     "One `JudgmentSource`: the registry's `SourceSpec` `s`, its reader and, for a replayed source, the authors' rule and procedure."
     if s.name not in readers: raise DataError(f"{spec.name}'s registry file lists the published source {s.name!r}, but {where} registers no reader for it")
@@ -169,6 +171,7 @@ _BATCH = re.compile(r'float\s+scores\s*:\s*\[(?P<body>[^\]]*)\]', re.I)
 
 def _num(v): return float(_WORDS.get(v.lower(), v))
 
+# %% ../nbs/01a_judgments.ipynb #a65bd9d6
 def parse_rts(text:str, lo:float=1, hi:float=5)->Parsed:
     "A reason-then-score reply (Shen et al.'s RTS): its score field (`parse_score`), else one unambiguous prose score ('resulting in a score of 2', 'I score it a 4 out of 5'), else a lone number ending the reply."
     p = parse_score(text, lo, hi)
@@ -340,6 +343,7 @@ def _replayed(name, source):
         raise ValueError(f"{spec.name}/{source} has no authors' rule to replay (it holds scores, not replies read by their code); replayed sources: {replayed or 'none'}")
     return spec, s
 
+# %% ../nbs/01a_judgments.ipynb #877b5b9e
 def authors_scores(name:str, source:str, # dataset and a replayed published source
                    rule:str|None=None, # one of the source's `replay.rules` (default: the authors' own, the first)
                   )->pd.DataFrame: # judge, model, item_id, dimension, score, note
@@ -411,6 +415,7 @@ def _listing(problems:list, max_listed:int=20)->str:
     shown = problems[:max_listed]
     return '\n  '.join(shown) + (f'\n  ... and {len(problems) - len(shown)} more' if len(problems) > len(shown) else '')
 
+# %% ../nbs/01a_judgments.ipynb #55e43bc1
 def _decode(data:bytes, # the file's bytes, read once
             where:str, # the file, for the message
             max_listed:int=20)->str:
@@ -434,6 +439,7 @@ def _unique_keys(pairs):
     if dup := sorted({k for k in keys if keys.count(k) > 1}): raise ValueError(f"key(s) {dup} given more than once")
     return dict(pairs)
 
+# %% ../nbs/01a_judgments.ipynb #906fabac
 def _read_rows(data:bytes, # the file's bytes, read once
                where:str, # the file's name, for messages
                jsonl:bool=False, # JSON lines (else CSV)
@@ -498,9 +504,13 @@ def _is_missing(x)->bool:
     if isinstance(x, float): return np.isnan(x)
     return isinstance(x, str) and x.strip() in _NA_TEXT
 
+# %% ../nbs/01a_judgments.ipynb #f9974d1d
 def _is_bool(x)->bool: return isinstance(x, (bool, np.bool_))
+
+# %% ../nbs/01a_judgments.ipynb #3e13406b
 def _non_scalar(x)->bool: return isinstance(x, (list, tuple, dict, set, np.ndarray, pd.Series, pd.DataFrame))
 
+# %% ../nbs/01a_judgments.ipynb #b6e9b6ed
 def _to_float(x):
     "A score as a float (NaN: none; None: not a number). Booleans are not numbers here."
     if _is_missing(x): return np.nan
@@ -511,6 +521,7 @@ def _to_float(x):
     if isinstance(x, str) and _NUMBER.fullmatch(x.strip()): return float(x.strip())
     return None
 
+# %% ../nbs/01a_judgments.ipynb #09490214
 def _to_sample(x):
     "A sample index as a Python int (any size: the range is checked by the caller); None when it is not a non-negative integer."
     if _is_missing(x) or _is_bool(x) or _non_scalar(x): return None
@@ -532,15 +543,18 @@ def _shown(x, width=60):
     if _CONTROL_ALL.search(s): s = s.encode('unicode_escape').decode('ascii')
     return s if len(s) <= width else s[:width - 3] + '...'
 
+# %% ../nbs/01a_judgments.ipynb #7f2238a6
 def _flag(problems:dict, index:pd.Index, what:str, mask)->None:
     "Record under the problem `what` the rows of `index` where `mask` holds (nothing when it holds nowhere)."
     mask = np.asarray(mask, dtype=bool)
     if mask.any(): problems[what] = index[mask]
 
+# %% ../nbs/01a_judgments.ipynb #f818158b
 def _bools(xs)->np.ndarray:
     "The truth values `xs` as a boolean array."
     return np.array(list(xs), dtype=bool)
 
+# %% ../nbs/01a_judgments.ipynb #f72452e5
 def _judgments_input(df, where:str)->pd.DataFrame:
     "A copy of the table `df`, its columns checked, with `_row`, `sample`, `rationale` and `failure` columns and a plain index."
     if not isinstance(df, pd.DataFrame): raise JudgmentImportError(f"{where}: judgments must be a pandas DataFrame, not {type(df).__name__}")
@@ -555,6 +569,7 @@ def _judgments_input(df, where:str)->pd.DataFrame:
         if c not in df: df[c] = default
     return df.reset_index(drop=True)
 
+# %% ../nbs/01a_judgments.ipynb #8e00f3d4
 def _cell_flags(problems:dict, df:pd.DataFrame, V:dict)->dict:
     "Flag the values that are lists or objects, or that hold control characters; per column, the rows so flagged."
     shape = {c: _bools(map(_non_scalar, V[c])) for c in V}
@@ -564,12 +579,14 @@ def _cell_flags(problems:dict, df:pd.DataFrame, V:dict)->dict:
         _flag(problems, df.index, f'{c} holds a control character' + (' (only tab and line breaks are allowed in free text)' if c in ('rationale', 'failure') else ''), ctrl[c])
     return {c: shape[c] | ctrl[c] for c in V}
 
+# %% ../nbs/01a_judgments.ipynb #4adc7eb4
 def _dimension_name(ds, x)->str|None:
     "The name of the dimension `x` of `ds`, or None when it is not one."
     if not isinstance(x, str): return None
     try: return ds.dim(x).name
     except KeyError: return None
 
+# %% ../nbs/01a_judgments.ipynb #04578af6
 def _key_values(problems:dict, df:pd.DataFrame, V:dict, ds, bad:dict)->tuple:
     "(item ids, dimension names, samples, per column whether its values are true/false): unknown items and dimensions, booleans and bad samples flagged."
     item = [None if _is_missing(x) or _non_scalar(x) else str(x) for x in V['item_id']]
@@ -585,6 +602,7 @@ def _key_values(problems:dict, df:pd.DataFrame, V:dict, ds, bad:dict)->tuple:
           _bools(v is not None and v > MAX_SAMPLE for v in sample))
     return item, dims, sample, isbool
 
+# %% ../nbs/01a_judgments.ipynb #26494e9f
 def _score_values(problems:dict, df:pd.DataFrame, V:dict, ds, bad:dict, isbool:dict, item:list, dims:list, sample:list)->tuple:
     "(the scores as floats, whether each row has one): bad and missing scores, scores out of scale and duplicate rows flagged."
     sc = [_to_float(x) for x in V['score']]
@@ -603,6 +621,7 @@ def _score_values(problems:dict, df:pd.DataFrame, V:dict, ds, bad:dict, isbool:d
           key.duplicated(keep=False).values & _bools(i is not None and d is not None and v is not None and v <= MAX_SAMPLE for i, d, v in zip(item, dims, sample)))
     return scf, has_score
 
+# %% ../nbs/01a_judgments.ipynb #90093aaf
 def _import_error(problems:dict, df:pd.DataFrame, where:str, ds, max_listed:int)->JudgmentImportError:
     "The error listing every problem with (at most `max_listed` of) its rows."
     unit = 'file lines' if where.endswith(('.jsonl', '.json')) else 'file rows' if where != 'the table' else 'index'
@@ -614,6 +633,7 @@ def _import_error(problems:dict, df:pd.DataFrame, where:str, ds, max_listed:int)
         lines.append(f"- {what}: {len(idx)} row(s) ({unit} {', '.join(str(i) for i in df._row[idx[:max_listed]])}{more})\n" + shown.to_string())
     return JudgmentImportError('\n'.join(lines))
 
+# %% ../nbs/01a_judgments.ipynb #7d9434d0
 def validate_judgments(df:pd.DataFrame, # item_id, dimension, score [, rationale, sample, failure] (and `_row`: the row numbers to report)
                        dataset, # a dataset name or a `judgelab.data.Dataset`
                        judge:str, # judge (method) name, e.g. 'my_prompt_v2'

@@ -37,6 +37,7 @@ def workdir()->Path:
     common = Path(os.path.commonpath([paths.runs.resolve(), paths.outputs.resolve()]))
     return paths.root if common == paths.root or paths.root in common.parents else common
 
+# %% ../nbs/12b_sweep.ipynb #6bb5176e
 def _wd(p)->str:
     "A path as the workflow names it: relative to `workdir()` when inside it (so recorded provenance has no machine paths)."
     p = Path(p).resolve()
@@ -44,7 +45,7 @@ def _wd(p)->str:
     try: return str(p.relative_to(wd))
     except ValueError: return str(p)
 
-#| export
+# %% ../nbs/12b_sweep.ipynb #ad9db8b9
 def _wd_all(files)->list:
     "`_wd` of many paths at once (the working directory resolved once)."
     wd = workdir()
@@ -53,7 +54,6 @@ def _wd_all(files)->list:
         p = Path(os.path.abspath(f))
         out.append(str(p.relative_to(wd)) if p.is_relative_to(wd) else str(p))
     return out
-
 
 # %% ../nbs/12b_sweep.ipynb #ce222b22
 def rule_spec(r:Run, sweep:Sweep)->dict:
@@ -106,6 +106,7 @@ def _kernel(name:str)->str:
     from jupyter_client.kernelspec import KernelSpecManager
     return name if name in KernelSpecManager().find_kernel_specs() else 'python3'
 
+# %% ../nbs/12b_sweep.ipynb #eb36edc2
 def _last_error(log:Path)->str:
     lines = [l.strip() for l in (log.read_text(errors='replace').splitlines() if log.exists() else []) if l.strip()]
     errs = [l for l in lines if re.match(r'^[A-Za-z_.]*(Error|Exception|Interrupt)\b', l)]
@@ -114,6 +115,7 @@ def _last_error(log:Path)->str:
 THREAD_VARS = ('JUDGELAB_LLAMA_THREADS', 'OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS', 'VECLIB_MAXIMUM_THREADS',
                'NUMEXPR_NUM_THREADS')
 
+# %% ../nbs/12b_sweep.ipynb #04afb58b
 def thread_budget(jobs:int, # runs executed at once (`-j`)
                   cores:int|None=None, # the machine's cores (default: os.cpu_count())
                  )->int: # threads each run may use
@@ -187,6 +189,7 @@ def execute_rule(sweep:Sweep, run_id:str, threads:int|None=None, timeout:float|N
 def _server_resources(sweep:Sweep)->dict:
     return {k: 1 for r in sweep.runs for k in r.resources if k.startswith('server_')}
 
+# %% ../nbs/12b_sweep.ipynb #c3a2bdf5
 def snakemake_command(sweep:Sweep, # a loaded sweep
                       jobs:int=1, # runs at once (local: `--cores` is the machine's, each run gets `thread_budget(jobs)` threads)
                       only:list|None=None, # experiments to run (their runs are the targets; nothing else may run)
@@ -228,10 +231,10 @@ def snakemake_command(sweep:Sweep, # a loaded sweep
     targets = [_wd(r.notebook) for r in runs] if only else ['all']
     return cmd[:3] + targets + cmd[3:] + list(extra or [])
 
+# %% ../nbs/12b_sweep.ipynb #52b1d2e9
 def _snakemake_env()->dict:
     "The environment of the snakemake process: this interpreter's bin folder first on PATH (kernels, papermill)."
     return {**os.environ, 'PATH': os.pathsep.join([str(Path(sys.executable).parent), os.environ.get('PATH', '')])}
-
 
 # %% ../nbs/12b_sweep.ipynb #4cf321a8
 def _status(r:Run, t0:float)->RunResult:
@@ -250,6 +253,7 @@ def _status(r:Run, t0:float)->RunResult:
     if failed_notebook(r).exists() and not r.notebook.exists(): return RunResult(r, 'failed', 0.0, 'failed in an earlier call: ' + _last_error(r.log))
     return RunResult(r, 'blocked', 0.0, 'not run: a run it needs failed')
 
+# %% ../nbs/12b_sweep.ipynb #dfef4353
 def prune_metadata()->list:
     "Remove Snakemake's provenance records of outputs that no longer exist (renamed or deleted runs); returns the paths."
     import base64
@@ -335,6 +339,7 @@ def _proc_start(pid)->str|None:
     try: return Path(f'/proc/{int(pid)}/stat').read_text().rsplit(')', 1)[1].split()[19]
     except (OSError, IndexError, ValueError, TypeError): return None
 
+# %% ../nbs/12b_sweep.ipynb #ce6d4143
 def _pid_alive(pid, start=None)->bool:
     "Whether process `pid` runs on this host (a zombie or a later process given the same PID does not count)."
     try:
@@ -348,6 +353,7 @@ def _pid_alive(pid, start=None)->bool:
     now = _proc_start(pid)
     return not (start and now and now != start)
 
+# %% ../nbs/12b_sweep.ipynb #ed0f00a2
 def lock_holder()->dict|None:
     """The record of the sweep holding the working directory (`pid`, `host`, `started`, `sweep`, `snakemake_pid`) with
     `alive`: True while one of its processes runs, False when all are gone, None when it cannot be told (another host,
@@ -365,6 +371,7 @@ def _holder(h:dict)->str:
     return (f"sweep {h.get('sweep', '?')} ({h.get('config', '?')}), PID {h.get('pid', '?')} on host {h.get('host', '?')}, started {started}"
             + (f", Snakemake PID {h['snakemake_pid']}" if h.get('snakemake_pid') else ''))
 
+# %% ../nbs/12b_sweep.ipynb #4513fde7
 def take_lock(sweep:Sweep)->dict:
     "Record this process as the one holding the working directory (atomically); `SweepLocked` naming the holder while a live one has it (a dead holder's record is replaced)."
     f = lock_record()
@@ -395,6 +402,7 @@ def _note_lock(me:dict, **more):
     tmp.write_text(json.dumps(me))
     os.replace(tmp, lock_record())
 
+# %% ../nbs/12b_sweep.ipynb #db4be040
 def release_lock(me:dict):
     "Remove the record when it is this process's."
     h = lock_holder()
@@ -426,6 +434,7 @@ def _write_summary(sweep, results):
     for r in rows: counts[r['status']] = counts.get(r['status'], 0) + 1
     out.write_text(json.dumps(dict(sweep=sweep.name, config=_show(sweep.path), counts=counts, runs=rows), indent=1) + '\n')
 
+# %% ../nbs/12b_sweep.ipynb #7649de27
 def format_summary(results:list)->str:
     "The text printed at the end of a sweep: counts, then each failure with its notebook, log and error, and each degraded run with its problems."
     t = summary_table(results)
@@ -450,6 +459,7 @@ def _finished(r:Run)->bool:
     try: return (nbformat.read(r.notebook, as_version=4).metadata.get('judgelab') or {}).get('status') in FINISHED
     except Exception: return False
 
+# %% ../nbs/12b_sweep.ipynb #83220d46
 def dry_run(sweep:Sweep|str|Path, force:bool=False, only:list|None=None)->'pd.DataFrame':
     "The runs of a sweep and their state as Snakemake sees it ('done', 'new', 'incomplete', or 'stale' with the reason), without running anything."
     import pandas as pd

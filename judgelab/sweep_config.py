@@ -83,6 +83,7 @@ def _node_lines(node, path=(), out=None)->dict:
         for i, v in enumerate(node.value): _node_lines(v, path + (i,), out)
     return out
 
+# %% ../nbs/12_sweep_config.ipynb #375ae90e
 def _duplicate_key(node, path)->None:
     "A mapping that names a key twice (YAML would keep the last silently): a ConfigError at the second one."
     if isinstance(node, yaml.MappingNode):
@@ -95,6 +96,7 @@ def _duplicate_key(node, path)->None:
     elif isinstance(node, yaml.SequenceNode):
         for v in node.value: _duplicate_key(v, path)
 
+# %% ../nbs/12_sweep_config.ipynb #329eefc6
 def load_yaml_lines(path:str|Path)->tuple:
     "(object, {path: line}) of a YAML file, read by `safe_yaml` within the limits below (its size, its values with aliases expanded, its nesting)."
     path = Path(path)
@@ -114,12 +116,12 @@ def _show(p)->str:
     try: return str(p.resolve().relative_to(paths.root))
     except ValueError: return resource_name(p) or str(p)
 
+# %% ../nbs/12_sweep_config.ipynb #26dacbd0
 def _own(p:Path, rel:str)->Path:
     "`p`; when judgelab runs installed, without a checkout, and `p` is missing: the installed copy of `rel` (sweep files, templates, the SLURM profile)."
     if p.exists() or paths.checkout or Path(rel).is_absolute(): return p
     q = paths.resource(rel)
     return q if q.exists() else p
-
 
 # %% ../nbs/12_sweep_config.ipynb #42515e0e
 def slug(v)->str:
@@ -131,11 +133,13 @@ def slug(v)->str:
 # %% ../nbs/12_sweep_config.ipynb #995f8fb2
 def _hash(v, n:int=6)->str: return hashlib.sha256(json.dumps(v, sort_keys=True, default=str).encode()).hexdigest()[:n]
 
+# %% ../nbs/12_sweep_config.ipynb #3dbeaa53
 def _model_slug(p:dict)->str:
     "The short model name of a generation run (the embedded model when llamacpp has none)."
     m = p.get('model') or (EMBEDDED_NAME if p.get('backend', 'llamacpp') == 'llamacpp' else '')
     return slug(str(m).split('/')[-1])
 
+# %% ../nbs/12_sweep_config.ipynb #a5dbf42e
 @dataclass
 class Run:
     "One papermill execution: an experiment's template with its parameters, and the files it reads and writes."
@@ -181,12 +185,14 @@ def _base(p:dict)->list:
     if 'backend' in p: parts.append(_model_slug(p))
     return parts
 
+# %% ../nbs/12_sweep_config.ipynb #b49c75fd
 def _name_parts(values:dict)->list:
     "Parameter values as parts of a run name: `key-value` while short, then a 6-character hash of those that do not fit."
     fits = lambda v: len(slug(v)) <= 24 and not isinstance(v, dict)
     rest = {k: v for k, v in values.items() if not fits(v)}
     return [f'{k}-{slug(v)}' for k, v in values.items() if fits(v)] + ([_hash(rest)] if rest else [])
 
+# %% ../nbs/12_sweep_config.ipynb #319a3bce
 def assign_ids(runs:list, # the runs of one experiment, in file order
                sweep:str, # the sweep's name
               )->list:
@@ -245,10 +251,12 @@ def _kind(v)->str:
     shown = repr(v)
     return kind + (f' ({shown})' if v is not None and len(shown) <= 40 else '')
 
+# %% ../nbs/12_sweep_config.ipynb #672c7f4e
 def _key_path(at)->str:
     "('experiments', 'judge', 'needs', 0) -> 'experiments.judge.needs[0]'."
     return ''.join(f'[{k}]' if isinstance(k, int) else (f'.{k}' if i else str(k)) for i, k in enumerate(at))
 
+# %% ../nbs/12_sweep_config.ipynb #071d7c92
 def _check_type(err, at, value, types, what):
     "`err` naming the key path when `value` is not of `types`."
     if not isinstance(value, types): err(at, f"{_key_path(at)} must be {what}, not {_kind(value)}")
@@ -260,6 +268,7 @@ def _grid_shape(g)->str:
     "'dataset 2 x seed 1,000': a grid's lists and their lengths."
     return ' x '.join(f'{k} {len(v):,}' for k, v in g.items() if isinstance(v, list)) if isinstance(g, dict) else '1'
 
+# %% ../nbs/12_sweep_config.ipynb #ce5e04b3
 def _check_size(err, exps:dict):
     "`err` at the experiment that takes the file past `MAX_RUNS` runs (counted, not expanded)."
     total = 0
@@ -313,6 +322,7 @@ def _grids(grid)->list:
     if grid is None: return [{}]
     return grid if isinstance(grid, list) else [grid]
 
+# %% ../nbs/12_sweep_config.ipynb #f544b226
 def _expand(grid:dict)->list:
     "Every combination of a grid's values; `cases` (a list of mappings) sets several parameters together."
     keys = list(grid)
@@ -323,6 +333,7 @@ def _expand(grid:dict)->list:
         out.append(combo)
     return out
 
+# %% ../nbs/12_sweep_config.ipynb #884a74b0
 def _check_value(err, key, value, at, declared, params):
     "Known datasets, methods, backends and dimensions; the template's declared type."
     t = (declared.get(key) or {}).get('inferred_type_name', 'None')
@@ -354,6 +365,7 @@ def _check_value(err, key, value, at, declared, params):
         try: check_backend(b, {**top, **bo}, complete=True)      # the options the templates build the backend with
         except (ValueError, TypeError) as e: err(at, str(e).replace('Unknown', 'unknown', 1))
 
+# %% ../nbs/12_sweep_config.ipynb #0459cdf4
 def parse_assignments(items)->dict:
     "['backend=openai', 'n_items=0'] -> {'backend': 'openai', 'n_items': 0} (values read as YAML)."
     out = {}
@@ -370,6 +382,7 @@ def _line_at(lines:dict, at:tuple)->int:
     while at and at not in lines: at = at[:-1]
     return lines.get(at, 1)
 
+# %% ../nbs/12_sweep_config.ipynb #105976ea
 def _sweep_top(err, cfg, path:Path)->tuple:
     "(experiments, defaults, the sweep's name) of a sweep file's contents, its top-level keys checked."
     if not isinstance(cfg, dict): err((), "a sweep file is a mapping with 'experiments'")
@@ -385,6 +398,7 @@ def _sweep_top(err, cfg, path:Path)->tuple:
     if not re.fullmatch(r'[A-Za-z0-9_.-]+', sweep_name) or sweep_name in ('.', '..'): err(('name',), f"sweep name {sweep_name!r}: use letters, digits, '_', '-', '.'")
     return exps, defaults, sweep_name
 
+# %% ../nbs/12_sweep_config.ipynb #b45fd9fd
 def _experiment_template(err, at:tuple, ename, e, exps:dict)->tuple:
     "(template path, its declared parameters, their literal defaults) of experiment `ename`, its keys, template, needs and inputs checked."
     import papermill as pm
@@ -419,10 +433,12 @@ def _experiment_template(err, at:tuple, ename, e, exps:dict)->tuple:
             err(at + ('inputs', i), f"input {pat!r}: a run reads other runs' outputs through 'needs' (their folders come as the `runs` parameter)")
     return tpl, declared, tdefaults
 
+# %% ../nbs/12_sweep_config.ipynb #d2c4b605
 def _grid_at(at:tuple, e:dict, gi:int)->tuple:
     "The path of grid `gi` of an experiment (`grid` a list of grids, or one grid)."
     return at + ('grid',) + ((gi,) if isinstance(e.get('grid'), list) else ())
 
+# %% ../nbs/12_sweep_config.ipynb #96afc9d5
 def _check_grids(err, at:tuple, e:dict, grids:list, declared:dict)->None:
     "Check an experiment's grids and fixed parameters: non-empty lists of values, 'cases' mappings, parameters its template declares."
     for gi, g in enumerate(grids):
@@ -441,6 +457,7 @@ def _check_grids(err, at:tuple, e:dict, grids:list, declared:dict)->None:
             if k not in declared and not (src == 'grid' and k == 'cases'):
                 err(base + (k,), f"unknown parameter {k!r} for template {e['template']}; it declares: {', '.join(declared)}")
 
+# %% ../nbs/12_sweep_config.ipynb #d3131019
 def _check_run(err, at:tuple, gat:tuple, g:dict, combo:dict, params:dict, fixed:dict, declared:dict)->None:
     "Check the parameters of one run of grid `g` (`combo`: its grid values), an error at the line that set the value."
     case_i = next((i for i, c in enumerate(g.get('cases') or []) if all(combo.get(a) == b for a, b in c.items())), None)
@@ -460,6 +477,7 @@ def _check_run(err, at:tuple, gat:tuple, g:dict, combo:dict, params:dict, fixed:
             bad = [x for x in m['dims'] if x not in D.get_spec(params['dataset']).dim_names]
             if bad: err(gat, f"method {m.get('method')!r}: dimension(s) {bad} not in {params['dataset']}")
 
+# %% ../nbs/12_sweep_config.ipynb #92ad0535
 def _experiment_runs(err, line, at:tuple, ename:str, e:dict, tpl:Path, declared:dict, tdefaults:dict, grids:list, defaults:dict,
                      overrides:dict, match:dict, seen_values:dict)->tuple:
     "(the runs of experiment `ename` over its grids, with the file's parameters; per run id: its grid's path; per run id: whether --match keeps it)."
@@ -480,6 +498,7 @@ def _experiment_runs(err, line, at:tuple, ename:str, e:dict, tpl:Path, declared:
     if not exp_runs: err(at + ('grid',), f"experiment {ename!r} expands to no run (an empty grid)")
     return exp_runs, run_at, kept
 
+# %% ../nbs/12_sweep_config.ipynb #22d4f218
 def _set_variants(exp_runs:list, sweep_name:str, declared:dict, needs:list, overrides:dict, every:list, changed:dict)->None:
     "Give an experiment's runs their ids, a variant's suffix where --set changes them (or the runs they need), and the `runs` they read."
     # a run's id comes from the file's own parameters over the whole grid: --match and --only never change it
@@ -493,6 +512,7 @@ def _set_variants(exp_runs:list, sweep_name:str, declared:dict, needs:list, over
         ups = [u.id for u in every if u.experiment in needs]
         for r in exp_runs: r.parameters.setdefault('runs', ups)
 
+# %% ../nbs/12_sweep_config.ipynb #12abdef6
 def _check_selection(err, shown:str, exps:dict, defaults:dict, used_defaults:set, overrides:dict, match:dict, seen_values:dict, runs:list, every:list)->None:
     "Check the sweep as a whole: --match selects runs, there are runs, run folders do not nest, every default and --set/--match key is some template's parameter."
     import papermill as pm
@@ -507,6 +527,7 @@ def _check_selection(err, shown:str, exps:dict, defaults:dict, used_defaults:set
         if not any(k in pm.inspect_notebook(str(_own(paths.root/e['template'], e['template']))) for e in exps.values()):
             raise ConfigError(f"{shown}: --set/--match {k!r} is not a parameter of any template in this sweep")
 
+# %% ../nbs/12_sweep_config.ipynb #43b9e9a1
 def load_sweep(path:str|Path, # the sweep file
                overrides:dict|None=None, # parameters set on every run whose template declares them (command line `--set`)
                match:dict|None=None, # keep only runs whose parameters have these values (command line `--match`)

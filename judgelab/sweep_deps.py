@@ -38,18 +38,23 @@ def _judgelab_imports(tree, inside:bool=False, level:int=1)->set:
             else: out.update(a.name for a in node.names if a.name in mods)
     return out
 
+# %% ../nbs/12a_sweep_deps.ipynb #0ca4c32c
 @functools.lru_cache(maxsize=None)
 def _module_imports_at(path:str, mtime:int, level:int=1)->frozenset: return frozenset(_judgelab_imports(ast.parse(Path(path).read_text()), inside=True, level=level))
+
+# %% ../nbs/12a_sweep_deps.ipynb #e80a6929
 def _module_imports(m:str)->frozenset:
-    "The judgelab modules module `m` imports ('data', or 'datasets/summeval' for a subpackage's module)."
+    "The judgelab modules module `m` imports ('data', or 'datasets/<name>' for a module of a subpackage)."
     p = LIB/f'{m}.py'
     return _module_imports_at(str(p), p.stat().st_mtime_ns, m.count('/') + 1)
 
+# %% ../nbs/12a_sweep_deps.ipynb #b5c925f0
 def code_inputs(template:str|Path)->list:
     "The judgelab modules a template imports, directly or through other judgelab modules: a change to any of them makes its runs stale."
     t = Path(template).resolve()
     return list(_code_inputs(str(t), t.stat().st_mtime_ns, tuple((p.name, p.stat().st_mtime_ns) for p in sorted(LIB.rglob('*.py')))))
 
+# %% ../nbs/12a_sweep_deps.ipynb #63bb4ddf
 @functools.lru_cache(maxsize=256)
 def _code_inputs(template:str, *stamps)->tuple:
     "`code_inputs` of a template, cached while neither it nor any library file changes (a sweep asks once per run)."
@@ -68,7 +73,6 @@ def _code_inputs(template:str, *stamps)->tuple:
         todo |= _module_imports(m)
         if m == 'data': todo |= {f'datasets/{p.stem}' for p in sorted((LIB/'datasets').glob('*.py')) if p.stem != '__init__'}   # the registry imports each dataset's module by name
     return tuple(LIB/f'{m}.py' for m in sorted(seen))
-
 
 # %% ../nbs/12a_sweep_deps.ipynb #3232eb43
 def code_version(r:Run)->str:

@@ -39,12 +39,13 @@ __all__ = ['human_agreement', 'judges_agreement', 'alt_tests', 'alttest_figure',
 
 # %% ../nbs/11b_tables.ipynb #c5fbe882
 def _sentence_alpha(n, s):
-    "QAGS: nominal alpha of the workers over sentences (units: item#sentence)."
+    "Nominal alpha of the workers over the sentences of a dataset with per-sentence answers (its `sentences` table; units: item#sentence)."
     s = s.assign(unit=s.item_id + '#' + s.sentence.astype(str))
     mat = s.pivot_table(index='worker', columns='unit', values='response', aggfunc='first')
     return dict(dataset=n, dimension='consistency (sentence)', annotators=len(mat), units=mat.shape[1],
                 alpha_interval=np.nan, alpha_ordinal=np.nan, alpha_nominal=krippendorff_alpha(mat.values, 'nominal'))
 
+# %% ../nbs/11b_tables.ipynb #3e221d75
 def human_agreement(loaded:dict, # dataset name -> Dataset
                    )->pd.DataFrame:
     "Krippendorff's alpha of the human raters per dataset and dimension: annotators as coders, items as units."
@@ -92,6 +93,7 @@ def _alt_rows(ds, J, eps, scoring, q, min_n, ids=None):
                              instances=int(np.mean(list(r.n_instances.values()))) if r.n_instances else 0))
     return rows
 
+# %% ../nbs/11b_tables.ipynb #bc182de4
 def alt_tests(judg:dict, # dataset name -> judgments of its published judges
               loaded:dict, # dataset name -> Dataset
               eps:dict, # dataset name -> the alt-test margin epsilon
@@ -112,6 +114,7 @@ def _two_columns(nrows):
     for n in sorted(names, key=lambda n: -nrows[n]): min(cols, key=lambda c: sum(nrows[m] + 3 for m in c)).append(n)
     return [sorted(c, key=names.index) for c in cols if c]
 
+# %% ../nbs/11b_tables.ipynb #77c7ee53
 def _alt_panel(ax, a, ds, eps):
     "One dataset's alt-test heat map (rows judges, columns dimensions and pooled); returns the mesh and whether a cell is empty."
     a = a.assign(label=lambda x: [judge_label(j, m) for j, m in zip(x.judge, x.model)])
@@ -161,9 +164,10 @@ def crowd_alt_tests(J:pd.DataFrame, # judgments of the dataset's judges
                     crowd, # the crowd-rated Dataset (`D.load_crowd`)
                     alt:pd.DataFrame, # `alt_tests`' table (its rows for the experts)
                     scoring:str='neg_rmse', q:float=0.05, min_instances_per_human:int=30,
-                    name:str='summeval', # the dataset's name in `alt`
+                    name:str|None=None, # the dataset's name in `alt` (default: the crowd-rated dataset's)
                    )->pd.DataFrame:
     "The alt-test of every judge against the crowd workers, on the crowd-rated items, beside the same judge against the experts."
+    name = name or crowd.name
     rows = _alt_rows(crowd, J, crowd.spec.alt_test_epsilon, scoring, q, min_instances_per_human, ids=set(crowd.items.item_id))
     alt_crowd = pd.DataFrame(rows).drop(columns='untested')
     ex = alt[(alt.dataset == name)].set_index(['judge', 'model', 'dimension'])
@@ -201,7 +205,7 @@ def dataset_counts(datasets:list, # dataset names, available here or not
 
 # %% ../nbs/11b_tables.ipynb #d80c489d
 def _ratings_panel(ax, x, dim, colour):
-    "One dimension's ratings: bars per scale point, or a histogram for a continuous dimension (QAGS' majority fraction)."
+    "One dimension's ratings: bars per scale point, or a histogram for a continuous dimension (a share, such as a majority fraction)."
     if dim.step:
         counts = x.round(2).value_counts().sort_index()
         ax.bar([f'{v:g}' for v in counts.index], counts.values, color=colour, width=0.75)
@@ -212,6 +216,7 @@ def _ratings_panel(ax, x, dim, colour):
     ax.set_title(dim.label)
     ax.grid(axis='x', visible=False)
 
+# %% ../nbs/11b_tables.ipynb #c8f92c2c
 def score_distributions_figure(loaded:dict, # name -> Dataset
                               )->tuple: # (figure, caption)
     "The individual human ratings: one row of panels per dataset, one panel per dimension."
@@ -228,8 +233,8 @@ def score_distributions_figure(loaded:dict, # name -> Dataset
     fig.suptitle('Human ratings per dataset and dimension')
     return fig, (
         'Distribution of the individual human ratings: one row per dataset, one panel per dimension (named as in the dataset\'s paper); '
-        'bars count ratings (one per annotator and item) at each scale point. QAGS: the share of a summary\'s sentences that the majority '
-        'of its 3 annotators judged consistent, one value per summary. ' + '; '.join(f'{dataset_label(n)}: {len(ds.human):,} ratings' for n, ds in loaded.items()) + '.')
+        'bars count ratings (one per annotator and item) at each scale point; a continuous rating is binned. '
+        + ''.join(f'{dataset_label(n)} ({d.label}): {d.definition.strip()} ' for n, ds in loaded.items() for d in ds.dims if not d.step) + '; '.join(f'{dataset_label(n)}: {len(ds.human):,} ratings' for n, ds in loaded.items()) + '.')
 
 # %% ../nbs/11b_tables.ipynb #94b343ac
 def dimension_correlations(loaded:dict, # name -> Dataset
@@ -291,6 +296,7 @@ def _authors_year(citation):
     authors = citation.split(',')[0].split('.')[0] + (' et al.' if ',' in citation.split('.')[0] else '')
     return authors, (re.search(r'(?:19|20)\d\d', citation) or [''])[0]
 
+# %% ../nbs/11b_tables.ipynb #17bcdcef
 def replay_figure(ct:pd.DataFrame, # correlation tables with a `reading` column (judgelab's parsers, the authors' rule)
                   ds, # the Dataset
                   src, # the replayed source
@@ -629,6 +635,7 @@ def _judge_bootstrap(per_judge, rng):
             rows.append(dict(dataset=d, group=col, mean=v.mean() if len(v) else np.nan, lo=np.quantile(boots, 0.025), hi=np.quantile(boots, 0.975), judges=len(v)))
     return pd.DataFrame(rows)
 
+# %% ../nbs/11b_tables.ipynb #f6803129
 def corrgap_groups_figure(pairs:pd.DataFrame)->tuple: # (figure, caption)
     "Correlation with humans where the target and a non-target agree and where they disagree, per dataset (published judges if any, else the runs')."
     src = 'published' if (pairs.source == 'published').any() else 'run'
@@ -680,6 +687,7 @@ def _finding(d, h, sig, noise):
               f"being more reliable than a single rater.")
     return s
 
+# %% ../nbs/11b_tables.ipynb #644de0ef
 def corrgap_findings(headlines:dict, # dataset -> the audit's headline table (or None)
                      judge_levels:dict, # dataset -> the audit's judge_level table (or None)
                      noise:pd.DataFrame|None=None, # the corrgap_noise run's false-positive table
@@ -767,6 +775,7 @@ def method_costs(datasets:list, runs:list|None, rep)->tuple: # (DimCheck edit ra
 # %% ../nbs/11b_tables.ipynb #42e471e1
 def _ci(x, lo, hi): return f'{x:.3f} [{lo:.3f}, {hi:.3f}]'
 
+# %% ../nbs/11b_tables.ipynb #dd142fe9
 def _dependence_part(name, h, jl, oj):
     "One audited dataset's clause, and whether the corrected excess survives ('surv'/'gone', with the plain CI's verdict) or no null was fitted ('plain')."
     plain_over = oj.loc['excess'] if oj is not None and 'excess' in oj.index else None
@@ -798,6 +807,7 @@ def _dependence_title(surv, gone):
     if overturned: title += f" (overturned on {', '.join(overturned)} by the null: without it the CI over judges excluded 0)"
     return title
 
+# %% ../nbs/11b_tables.ipynb #c12c953a
 def finding_dependence(audits:dict, # dataset -> (headline, judge_level, over_judges) tables of its corrgap_audit run, or None
                       )->tuple|None:
     "Finding 1: do published judges lean on other dimensions beyond the raters, and beyond their reliability?"
@@ -860,6 +870,7 @@ def _calibration_tail(cal):
             f"{cp.reject_corrected.min():.0%} to {cp.reject_corrected.max():.0%} (the plain test {cp.reject_plain.min():.0%} to {cp.reject_plain.max():.0%}), "
             f"least where raters agree least.")
 
+# %% ../nbs/11b_tables.ipynb #a4c8cfe5
 def finding_raw_corrgap(nz, # the corrgap_noise run's false-positive table (or None)
                         cal=None, # the corrgap_calibration run's cells table (or None)
                        )->tuple|None:
@@ -878,6 +889,11 @@ def finding_raw_corrgap(nz, # the corrgap_noise run's false-positive table (or N
             + (f"while from alpha 0.45 up in at most {ok.share_excess.max():.0%}." if len(ok) else '.') + (_calibration_tail(cal) if cal is not None else ''))
 
 # %% ../nbs/11b_tables.ipynb #b36b604c
+def _paper_quality_on(q:str)->str:
+    "The datasets (by their papers' names) where Li & Chaturvedi find CorrGap more severe for `q` ('high' or 'low') quality texts."
+    names = [dataset_label(n) for n, s in D.DATASETS.items() if s.paper_quality == q]
+    return ', '.join(names[:-1]) + ' and ' + names[-1] if len(names) > 1 else ''.join(names) or 'no dataset'
+
 def finding_quality(qd:list, # the audits' quality_direction tables, each with a dataset column
                    )->tuple|None:
     "Finding 5: the paper's quality-group finding against the published judges' excess in each group."
@@ -893,7 +909,7 @@ def finding_quality(qd:list, # the audits' quality_direction tables, each with a
     title = ("The paper's quality-group finding holds on " + ', '.join(dataset_label(d) for d in rep_[rep_.agrees == 'yes'].dataset) if held
              else "The paper's quality-group finding holds on none of the audited datasets")
     return (title, 'published judges',
-            f"Li & Chaturvedi report CorrGap more severe for high-quality texts on SummEval and HANNA and for low-quality texts on Topical-Chat. "
+            f"Li & Chaturvedi report CorrGap more severe for high-quality texts on {_paper_quality_on('high')} and for low-quality texts on {_paper_quality_on('low')}. "
             f"Judged on the excess over the human baseline inside each group (each target's median human mean as the cut, moved off a ceiling; "
             f"matched pairs; a bootstrap CI on low minus high), it holds on {', '.join(held) or 'none'}"
             + (f"; the data show the opposite on {', '.join(failed)}" if failed else '')
@@ -912,19 +928,21 @@ def _alt_who(p):
             who.append(f"{len(ok)} of the {len(g)} {dataset_label(d)} judges" + (' (all but ' + ', '.join(judge_label(r.judge, r.model) for r in no.itertuples()) + ')' if 0 < len(no) <= 3 else ''))
     return who
 
+# %% ../nbs/11b_tables.ipynb #9d6b560a
 def finding_alttest(alt, # the agreement run's alttest table (or None)
-                    altc=None, # its alttest_summeval_crowd table (or None)
+                    altc=None, # its table of the judges against a dataset's crowd workers (or None)
+                    crowd:str|None=None, # the crowd-rated dataset's name (with `altc`)
                    )->tuple|None:
-    "Finding 7: can a published judge stand in for an annotator? (the pooled alt-test per dataset, and against SummEval's crowd)"
+    "Finding 7: can a published judge stand in for an annotator? (the pooled alt-test per dataset, and against a crowd where one rated)"
     if alt is None: return None
     p = alt[alt.dimension == 'pooled']
     per = [f"{dataset_label(d)} {int(g.passed.sum())} of {len(g)} (epsilon {g.epsilon.iloc[0]:g})" for d, g in p.groupby('dataset', sort=False)]
     who = _alt_who(p)
     txt = f"The alt-test (Calderon et al. 2025) pooled over dimensions: judges that pass, per dataset: {'; '.join(per)}." + (f" They are {'; '.join(who)}." if who else '')
     for d in dict.fromkeys(alt[alt.caveat.fillna('') == 'yes'].dataset): txt += f" {dataset_label(d)}: {D.get_spec(d).alt_test_caveat}"
-    if altc is not None:
+    if altc is not None and crowd:
         pc = altc[altc.dimension == 'pooled']
-        txt += f" Against SummEval's crowd workers (epsilon 0.1) {int(pc.passed.sum())} of {len(pc)} judges pass."
+        txt += f" Against {dataset_label(crowd)}'s crowd workers (epsilon {pc.epsilon.iloc[0]:g}) {int(pc.passed.sum())} of {len(pc)} judges pass."
     return ('Can a published judge stand in for an annotator?', 'published judges', txt)
 
 # %% ../nbs/11b_tables.ipynb #2aafdf93
@@ -1059,6 +1077,7 @@ def _dataset_setting(name, ds, clip):
                 alpha_clipped=not clip[0] <= measured <= clip[1], K=k, n_items=len(ds.items),
                 per_doc=int(round(per_doc.mean())), per_doc_constant=bool(per_doc.nunique() == 1))
 
+# %% ../nbs/11b_tables.ipynb #d7ded500
 def noise_settings(loaded:dict, # name -> Dataset whose size, structure and agreement are simulated
                    alphas:list, # generic agreement levels
                    generic_k:int=3, generic_items:int=1000, generic_per_doc:int=10,
@@ -1114,6 +1133,7 @@ def _fp_summary(g, alpha_level):
     out.update(mean_raw_gap=g.raw_gap.mean(), mean_gap_human=g.gap_human.mean(), mean_excess=g.excess.mean())
     return pd.Series(out)
 
+# %% ../nbs/11b_tables.ipynb #a1badeb8
 def noise_false_positives(fp_runs:pd.DataFrame, S:pd.DataFrame, alpha_level:float=0.05)->pd.DataFrame:
     "Per setting and judge noise: the share of p < alpha_level of each test (Wilson 95% CI) and the mean gaps, beside the setting."
     fp = (fp_runs.groupby(['setting_ix', 'judge_noise'], sort=False)[fp_runs.columns.drop(['setting_ix', 'judge_noise'])]
@@ -1182,6 +1202,7 @@ def _noise_panel(ax, curve, dpts, series, jn, dx, exc0):
     ax.set_title(f'judge noise = {jn:g} × a rater\'s' + (' (judge exchangeable with a rater)' if jn == 1 else ''))
     ax.set_xlabel("raters' agreement (Krippendorff's interval alpha)")
 
+# %% ../nbs/11b_tables.ipynb #2c1307e3
 def noise_figure(curve:pd.DataFrame, fp:pd.DataFrame, alphas:list, w_grid:list, judge_noise:list, method:str='spearman',
                  n_sims_curve:int=200, n_sims:int=150, generic_k:int=3, generic_items:int=1000, rho:float=0.5)->tuple: # (figure, caption)
     "Raw CorrGap and the excess over the raters against the raters' agreement, one panel per judge noise."
@@ -1430,6 +1451,7 @@ def _reject_share(p, alpha_level):
     lo, hi = wilson_ci(k, len(p)) if len(p) else (np.nan, np.nan)
     return (k/len(p) if len(p) else np.nan), lo, hi
 
+# %% ../nbs/11b_tables.ipynb #0950567d
 def calibration_cells(runs:pd.DataFrame, alpha_level:float=0.05)->pd.DataFrame:
     "Per (rater alpha, variant, judge noise, w): mean excess, reliability ratio and the three tests' share of p < alpha_level with Wilson CIs."
     def summ(g):
@@ -1465,6 +1487,7 @@ def _calibration_panel(ax, cells, a, w, variants, xs, first):
             ax.errorbar(x, c[f'reject_{t}'], yerr=[c[f'reject_{t}'] - c[f'reject_{t}_lo'], c[f'reject_{t}_hi'] - c[f'reject_{t}']], color=col,
                         marker=mk, ms=4.5, lw=1.1, ls=var_ls[v], capsize=2, mfc=col if m == 0 else 'white', label=f'{tl}, {v} raters' if first else None)
 
+# %% ../nbs/11b_tables.ipynb #eb9b6d93
 def calibration_figure(cells:pd.DataFrame, p:dict, # the template's PARAMS
                       )->tuple: # (figure, caption)
     "Rejection rates of the three tests by judge noise: false positives (top) and power (bottom), one column per rater agreement."
@@ -1587,6 +1610,7 @@ def _excess_panel(ax, g, targets, dims_all, name, ecol, pcol, vmax, alpha):
                    vmin=-vmax, vmax=vmax, cmap='vlag', marks=(P < alpha), cbar=False)
     return mesh, bool(np.isnan(M.to_numpy(dtype=float))[off].any())
 
+# %% ../nbs/11b_tables.ipynb #6dbf9f61
 def audit_heatmaps_figure(pairs:pd.DataFrame, ds, targets:list, dims_all:list, has_null:bool=False, alpha:float=0.05, method:str='spearman',
                           bins:str='exact', n_sim:int=100, n_boot_excess:int=1000)->tuple: # (figure, caption)
     "One heat map per judge of its (corrected) excess CorrGap per target and non-target; * significant under BH over the judge's pairs."
@@ -1753,6 +1777,7 @@ def _answers_of(j):
     a = answer_table(j)
     return a if len(a) else pd.DataFrame(columns=['item_id', 'dimension', 'judge', 'model', 'question', 'answer'])
 
+# %% ../nbs/11b_tables.ipynb #a23b1a7b
 def checklist_answers(J:dict, method_of:dict, stage_of:dict, # method label -> judgments, method name, checklist stage option (or None)
                       ds)->pd.DataFrame:
     "Per checklist method (CheckEval, the reference judge) and dimension: questions asked, answered and answered yes."
@@ -1789,8 +1814,11 @@ def checklist_agreement(J:dict, method_of:dict, ds)->pd.DataFrame:
 
 # %% ../nbs/11b_tables.ipynb #cdaa59f8
 def _f3(x): return 'NaN' if x is None or not np.isfinite(x) else f'{x:.3f}'
+
+# %% ../nbs/11b_tables.ipynb #5fe99027
 def _plural(n, word, many=None): return f"{n} {word if n == 1 else many or word + 's'}"
 
+# %% ../nbs/11b_tables.ipynb #8d12f88a
 def checklist_text(answers:pd.DataFrame, agree:pd.DataFrame, checklists:list)->str:
     "`checklist_answers` and `checklist_agreement` in words (Markdown)."
     t = [f"**{r.method}** on {r.dimension}: {r.answered} of {r.asked} questions answered ({r.items} items x {r.questions}), {r.yes} yes." for r in answers.itertuples()]

@@ -19,6 +19,7 @@ def _hanna_table(d):
     df = pd.read_csv(d/'hanna_metric_scores_llm.csv')
     return df.Model.tolist(), df
 
+# %% ../../nbs/datasets/hanna.ipynb #6e5793ae
 def _hanna_col(df, col): return np.array([ast.literal_eval(v) for v in df[col]], dtype=float)
 
 # %% ../../nbs/datasets/hanna.ipynb #b32a4a13
@@ -42,6 +43,7 @@ def _resolve_ties(systems, assign, ambiguous)->pd.DataFrame:
                   evidence=f'{n_gpt_lower}/{n_gpt} other GPT stories lower-cased, {n_rob_lower}/{n_rob} RoBERTa')
                   for i, cands, r in ambiguous])
 
+# %% ../../nbs/datasets/hanna.ipynb #4901c189
 @register('hanna')
 def load_raw(d):
     "HANNA's stories and the raters' ratings from `d`: PPairS' texts joined to the official scores, ties resolved by case and checked."

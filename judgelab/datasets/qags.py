@@ -14,6 +14,7 @@ __all__ = ['load_raw', 'read_unieval']
 def _majority_fraction(sents):
     return float(np.mean([sum(r['response'] == 'yes' for r in s['responses']) >= 2 for s in sents]))
 
+# %% ../../nbs/datasets/qags.ipynb #825b976b
 @register('qags')
 def load_raw(d):
     "QAGS's summaries with their majority fraction, and every worker's answer per sentence, from `d`."

@@ -114,9 +114,11 @@ def _shen_rts(text):
     if ms := re.findall(r'[1-5](?:\.\d\s)?(?:out of [1-5])?', t): return float(re.search(r'[1-5](\.[1-5])?', ms[-1]).group(0))
     return -1.0
 
+# %% ../../nbs/datasets/summeval.ipynb #41f27e66
 def _shen_mcq(text):
     return {'A': 1., 'B': 2., 'C': 3., 'D': 4., 'E': 5.}.get(text.strip(), None)   # their dict lookup raises on anything else
 
+# %% ../../nbs/datasets/summeval.ipynb #f3ea557b
 def _shen_stareval(text):
     m = re.search(r'([^\s]+)\sstar', text.lower())
     words = ['one', 'two', 'three', 'four', 'five']
@@ -144,6 +146,7 @@ def _ls_authors(ds, d, rule):
         rows.append((method, model, iid, dim, np.nan if x is None else x, note))
     return pd.DataFrame(rows, columns=['judge', 'model', 'item_id', 'dimension', 'score', 'note'])
 
+# %% ../../nbs/datasets/summeval.ipynb #6c82e3cc
 def _ls_procedure(ds, s):
     hm = ds.human_mean()
     rows = []

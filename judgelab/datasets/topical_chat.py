@@ -95,6 +95,7 @@ def _cl_geval_items(ds, d):
             out.append((iid, dim, r['all_responses']))
     return out
 
+# %% ../../nbs/datasets/topical_chat.ipynb #a9ebed6f
 def _closerlook_parse(output):
     "all_eval.py's parse_output, line for line: the first number after the last 'rating:', 0 when none, NaN when negative."
     output = output.lower().replace('\n', ' ').replace('1-3', ' ')
@@ -106,6 +107,7 @@ def _closerlook_parse(output):
     except ValueError: score = 0.0
     return np.nan if score < 0 else score
 
+# %% ../../nbs/datasets/topical_chat.ipynb #5cb0781b
 def _geval_parse(output):
     "G-Eval's parse_output (meta_eval_summeval.py): '^ ?([\\d\\.]+)', 0 when it does not match or is not a number."
     m = re.search(r'^ ?([\d\.]+)', output)
@@ -127,6 +129,7 @@ def _cl_authors(ds, d, rule):
         rows.append(('geval', 'gpt-3.5-turbo-0613', iid, dim, x, f'{zero} of {len(resp)} samples read as 0' if zero else None))
     return pd.DataFrame(rows, columns=['judge', 'model', 'item_id', 'dimension', 'score', 'note'])
 
+# %% ../../nbs/datasets/topical_chat.ipynb #d4d86ebd
 def _cl_procedure(ds, s):
     "all_eval.py's meta(): mode A pooled over items, mode B per conversation (source) averaged over conversations whose human and judge scores both vary."
     from scipy import stats
@@ -181,6 +184,7 @@ def _be_rows(ds, d):
         r['items'] = [idx[i] for i in r['staged_index']]
     return rows, scale
 
+# %% ../../nbs/datasets/topical_chat.ipynb #3e397a4f
 def _sample_analysis(text, k):
     "The analysis of Sample k in a batch reply ('Sample3: ...' up to the next sample or the scores), else the whole reply."
     m = re.search(rf'(?:^|\n)\s*\**sample\s*{k}\**\s*:\s*(.*?)(?=\n\s*\**sample\s*{k + 1}\**\s*:|\n\s*float\s+scores|\Z)', text, flags=re.I | re.S)
@@ -208,6 +212,7 @@ def _batcheval_get_score(ss, num=10):
         new_ss.append(s)
     return new_ss
 
+# %% ../../nbs/datasets/topical_chat.ipynb #f33408d0
 def _be_authors(ds, d, rule=None):
     rows, _ = _be_rows(ds, d)
     per = {}
@@ -227,6 +232,7 @@ def _be_authors(ds, d, rule=None):
                     *[v.get(k, np.nan) for k in range(5)]))
     return pd.DataFrame(out, columns=['judge', 'model', 'item_id', 'dimension', 'score', 'note'] + [f'round_{k}' for k in range(5)])
 
+# %% ../../nbs/datasets/topical_chat.ipynb #2cf2700e
 def _be_procedure(ds, s):
     hm = ds.human_mean()
     rows = []
