@@ -21,7 +21,7 @@ from pygments.formatters import HtmlFormatter
 from fastcore.docments import docments
 from PIL import Image
 from . import core, llm, prompts, parse, backends, cache, models, data, judgments, stats, corrgap, audits, reliability
-from . import judges, checklist, decompose, dimcheck, methods, report, sweep, commands, cli
+from . import judges, checklist, decompose, dimcheck, methods, report, tables, sweep_config, sweep_deps, sweep, commands, cli
 from .core import paths
 from .report import _caption
 
@@ -551,7 +551,8 @@ def _lib_notebooks(nbs_dir:Path)->list:
     return out
 
 MODULES = {m.__name__.split('.')[-1]: m for m in (core, llm, prompts, parse, backends, cache, models, data, judgments, stats, corrgap, audits,
-                                                  reliability, judges, checklist, decompose, dimcheck, methods, report, sweep, commands, cli)}
+                                                  reliability, judges, checklist, decompose, dimcheck, methods, report, tables, sweep_config, sweep_deps, sweep,
+                                                  commands, cli)}
 
 # %% ../nbs/14_site.ipynb #0cb41633
 def _collect(outputs:Path, runs_dir:Path, sweep:str, root:Path, lib_nbs:list):
@@ -663,8 +664,10 @@ def _index_html(c, max_rows:int)->tuple:
     title = (yaml.safe_load(cff.read_text()).get('title') if cit else None) or 'judgelab'
     summ, desc = _description(c.root)
     k = lambda *kinds: sum(a['kind'] in kinds for a in c.arts)
+    nbs = c.root/'nbs'      # the description's links are relative to nbs/; its library notebooks are linked like 'Library' below, built or not
+    lib_pages = {p.resolve(): f'lib/{p.stem}.html' for p in [*nbs.glob('[0-9][0-9]*_*.ipynb'), *nbs.glob('explanations.ipynb')]}
     b = [f'<h1>{esc(title)}</h1>', f'<p class="lead">{esc(summ)}</p>' if summ else '',
-         f'<div class="prose">{markdown_html(desc, raw_html=True)}</div>' if desc else '', f'<div class="callout">{evidence_html(c.arts, c.runs)}</div>',
+         f'<div class="prose">{relink(markdown_html(desc, raw_html=True), c.root/"nbs", "index.html", {**c.site_map, **lib_pages})}</div>' if desc else '',   # its links are relative to nbs/ f'<div class="callout">{evidence_html(c.arts, c.runs)}</div>',
          '<h2 id="contents">Contents</h2><ul class="toc">'
          f'<li><a href="#findings">Findings</a> ({k("text")} texts, {sum(a["kind"] == "table" and "headline" in a["name"] for a in c.arts)} headline tables)</li>'
          f'<li><a href="#figures">Figures</a> ({k("figure")})</li>'
