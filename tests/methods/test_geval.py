@@ -40,7 +40,7 @@ def test_geval_on_summeval_sends_the_official_prompt_with_its_placeholders_fille
     b2 = ScriptedBackend(lambda r, s: 'Coherence: 4')
     run('geval', se, b2, dims=['coherence'], items=[it.item_id], progress=False, prompts='judgelab')
     assert b2.requests[0].messages != b.requests[0].messages and '{{' not in str(b2.requests[0].messages)
-    with pytest.raises(ValueError, match='only SummEval'):
+    with pytest.raises(ValueError, match=r"G-Eval released no prompts for hanna \(only \['summeval'\]\)"):
         run('geval', D.load('hanna'), b, dims=['coherence'], n_items=1, progress=False, prompts='official')
     with pytest.raises(ValueError, match='auto_steps needs'):
         run('geval', se, b, dims=['coherence'], items=[it.item_id], progress=False, auto_steps=True)
