@@ -43,8 +43,8 @@ from time import perf_counter
 import yaml
 import llama_cpp
 from judgelab.llm import ScriptedBackend
-from judgelab.backends import LlamaCppBackend
-from judgelab.cache import GenerationCache, CachedBackend
+from judgelab.llm.backends import LlamaCppBackend
+from judgelab.llm.cache import GenerationCache, CachedBackend
 from judgelab.data import load
 from judgelab.methods import run, method_plan
 
@@ -145,7 +145,7 @@ def stats_worker(parent:int, max_seconds:float):
     "Loops over judgelab.stats' cluster bootstrap of HANNA's correlation table until SIGTERM (or its parent is gone)."
     import numpy as np
     from threadpoolctl import threadpool_info
-    from judgelab.judgments import load_judgments, judgment_scores
+    from judgelab.data.judgments import load_judgments, judgment_scores
     from judgelab.stats import bootstrap_ci
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))

@@ -1,6 +1,6 @@
 """Start-up time of the `judgelab` command, measured side by side with a bare `python -c pass` in one run.
 
-`judgelab.cli` parses the arguments before it loads `judgelab.commands` (and pandas, scipy, matplotlib under it), so
+`judgelab.cli` parses the arguments before it loads `judgelab.run.commands` (and pandas, scipy, matplotlib under it), so
 `--help`, `--version` and an argument error should cost little more than starting Python. Each round runs every
 command once, in a shuffled order, as a new process (the installed `judgelab` console script, as a user types it);
 the table gives each command's median, minimum and maximum over the rounds and its median as a multiple of

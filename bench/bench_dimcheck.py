@@ -9,11 +9,11 @@ import argparse, tempfile, time
 from pathlib import Path
 import pandas as pd
 from judgelab import data as D
-from judgelab.backends import LlamaCppBackend
-from judgelab.cache import GenerationCache, CachedBackend
-from judgelab.judges import select_items
+from judgelab.llm.backends import LlamaCppBackend
+from judgelab.llm.cache import GenerationCache, CachedBackend
+from judgelab.methods.judges import select_items
 from judgelab.methods import run
-from judgelab.dimcheck import edit_rate
+from judgelab.methods.dimcheck import edit_rate
 
 def counted(b):
     "`b` (a real backend behind its cache) with its generate() calls counted in `b.calls`: the method's backend calls."

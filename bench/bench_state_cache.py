@@ -18,7 +18,7 @@ Run: `.venv/bin/python bench/bench_state_cache.py` (defaults: SummEval, Analyze-
 import argparse, tempfile, time
 from pathlib import Path
 import numpy as np
-from judgelab.models import get_backend
+from judgelab.llm.models import get_backend
 from judgelab.data import load
 from judgelab.methods import run
 

@@ -30,10 +30,10 @@ import argparse, os, time, math
 import numpy as np, pandas as pd
 from scipy.stats import spearmanr, rankdata as ss_rankdata
 from judgelab.data import load
-from judgelab.judgments import load_judgments, judgment_scores
-from judgelab.corrgap import (corrgap, corrgap_audit, split_groups, _strata_masks, _GapEngine, rater_slots, bootstrap_weights,
+from judgelab.data.judgments import load_judgments, judgment_scores
+from judgelab.stats.corrgap import (corrgap, corrgap_audit, split_groups, _strata_masks, _GapEngine, rater_slots, bootstrap_weights,
                               human_baseline)
-import judgelab.corrgap as CG, judgelab.stats as ST
+import judgelab.stats.corrgap as CG, judgelab.stats as ST
 from judgelab.stats import bootstrap_ci, corr, _boot_vals, _tidy_means, _wpearson, _boot_sample, _check_method, Corr, LEVELS, METHODS
 
 def naive_permutation(pred, gt_t, masks):
@@ -94,7 +94,7 @@ def loop_excess(pred, R_t, R_o, ids, W):
     return np.array(out)
 
 def main_baseline(n_boot=1000, n_perm=9999, loop_resamples=40, judge='gpt-4o', target='coherence', other='consistency'):
-    "The human baseline of excess CorrGap (nbs/06_corrgap.ipynb) on the full SummEval audit (six AltTest judges): vectorised vs a per-resample loop."
+    "The human baseline of excess CorrGap (nbs/stats/06_corrgap.ipynb) on the full SummEval audit (six AltTest judges): vectorised vs a per-resample loop."
     ds = load('summeval'); J = load_judgments('summeval', 'alttest')
     hm = ds.human_mean(); docs = ds.items.set_index('item_id').doc_id.reindex(hm.index).values
     s = judgment_scores(J[J.model == judge]).pivot(index='item_id', columns='dimension', values='score')
@@ -118,7 +118,7 @@ def main_baseline(n_boot=1000, n_perm=9999, loop_resamples=40, judge='gpt-4o', t
 
 def argpartition_masks(strata_members, sizes, n_perm, rng, K, exact):
     "judgelab's former permutation masks (the reference): argpartition of random draws, then a scatter."
-    import judgelab.corrgap as C
+    import judgelab.stats.corrgap as C
     if exact: return C._strata_masks(strata_members, sizes, n_perm, rng, K, exact)
     masks = np.zeros((n_perm, K), bool); rows = np.arange(n_perm)[:, None]
     for mem, s in zip(strata_members, sizes):
@@ -129,7 +129,7 @@ def argpartition_masks(strata_members, sizes, n_perm, rng, K, exact):
 
 def main_masks(n_perm=2999):
     "The raw CorrGap audit of HANNA's 20 published judges (permutation tests only) with today's masks vs the former ones."
-    import judgelab.corrgap as C
+    import judgelab.stats.corrgap as C
     ds = load('hanna'); J = load_judgments('hanna', 'chhun2024')
     new_masks = C._strata_masks
     # ties='id': whole-item masks (the fractional default re-splits tie runs by weights, a path the former masks never had)
@@ -260,7 +260,7 @@ def former_correlation_table(judgments, dataset, methods=METHODS, levels=LEVELS,
 
 def _load_hanna_audit_inputs():
     "HANNA's published judges as the CorrGap audit template reads them (every source, 'overall' excluded)."
-    from judgelab.judgments import list_judgments
+    from judgelab.data.judgments import list_judgments
     ds = load('hanna')
     J = pd.concat([load_judgments('hanna', s) for s in list_judgments('hanna').index], ignore_index=True)
     dims = [d for d in ds.spec.dim_names if d != 'overall']
@@ -357,7 +357,7 @@ class FormerSpearmanGaps:
 FORMER = dict(split_counts=former_split_counts, _strata_masks=argpartition_masks, _SpearmanGaps=FormerSpearmanGaps)
 
 def _with_former(f):
-    "Call f with judgelab.corrgap's split, masks and Spearman engine replaced by the former ones."
+    "Call f with judgelab.stats.corrgap's split, masks and Spearman engine replaced by the former ones."
     now = {k: getattr(CG, k) for k in FORMER}
     for k, v in FORMER.items(): setattr(CG, k, v)
     try: return f()
@@ -408,7 +408,7 @@ def _today_null_sims(m, P, R_t, R_o, W, rng, K):
 
 def main_null(n_sim=100, repeats=1, target='relevance', other='engagement', pair_sims=30):
     "Issue 23: the full HANNA audit without and with the reliability-matched null; one pair's null, former vs today's fit."
-    from judgelab.audits import audit
+    from judgelab.stats.audits import audit
     ds, J, dims = _load_hanna_audit_inputs()
     load0 = _load()
     kw = dict(n_perm=2999, n_boot_excess=1000, n_boot=500, n_perm_quality=499, seed=0)
@@ -423,7 +423,7 @@ def main_null(n_sim=100, repeats=1, target='relevance', other='engagement', pair
     print(f"  with the null (n_sim {n_sim})                     : {np.median(times['with_null']):8.1f} s  "
           f"(x{np.median(times['with_null'])/np.median(times['without']):.2f}; corrected excess on {int(b.pairs.excess_corrected.notna().sum())} rows)")
     # one pair, the former fit per resample vs today's
-    from judgelab.judgments import as_judgments
+    from judgelab.data.judgments import as_judgments
     s = judgment_scores(as_judgments(J, ds)); hm = ds.human_mean()
     wide = {k: g.pivot(index='item_id', columns='dimension', values='score').reindex(hm.index) for k, g in s.groupby(['judge', 'model'])}
     P = {k: w[target].values for k, w in wide.items() if target in w}
@@ -456,7 +456,7 @@ def main_null_pair(n_sim=100, repeats=3, target='relevance', other='engagement')
     """Issue 23 (the last miscalibrated cells): one HANNA pair's null with every published judge, the inner loop without
     the refit of each simulated dataset (before) vs with it (today), paired and alternating, the same resamples and draws."""
     ds, J, dims = _load_hanna_audit_inputs()
-    from judgelab.judgments import as_judgments
+    from judgelab.data.judgments import as_judgments
     s = judgment_scores(as_judgments(J, ds)); hm = ds.human_mean()
     wide = {k: g.pivot(index='item_id', columns='dimension', values='score').reindex(hm.index) for k, g in s.groupby(['judge', 'model'])}
     P = {k: w[target].values for k, w in wide.items() if target in w}
@@ -482,8 +482,8 @@ def main_null_pair(n_sim=100, repeats=3, target='relevance', other='engagement')
 def main_speed(pairs=1, old=None, scale=1.0):
     "Issues 22/23: the alt-test table fast vs the loop; with `old`, the full HANNA audit by the former and today's code."
     ds, J, dims = _load_hanna_audit_inputs()
-    from judgelab.judgments import as_judgments
-    from judgelab.audits import alt_test_table
+    from judgelab.data.judgments import as_judgments
+    from judgelab.stats.audits import alt_test_table
     J = as_judgments(J, ds); inputs = []
     for (judge, model), Jj in J.groupby(['judge', 'model'], sort=False):
         use = [d for d in dims if d in set(Jj.dimension.unique())]
@@ -504,7 +504,7 @@ def main_speed(pairs=1, old=None, scale=1.0):
     from pathlib import Path
     script = (
         "import sys, time, warnings, pickle, pandas as pd\n"
-        "from judgelab import data as D, judgments as JM\nfrom judgelab.audits import audit\n"
+        "from judgelab import data as D, judgments as JM\nfrom judgelab.stats.audits import audit\n"
         "ds = D.load('hanna'); J = pd.concat([JM.load_judgments('hanna', s) for s in JM.list_judgments('hanna').index], ignore_index=True)\n"
         "dims = [d for d in ds.spec.dim_names if d != 'overall']; J = J[J.dimension.isin(dims)]; sc = float(sys.argv[2])\n"
         "n = lambda x: max(int(x*sc), 19)\n"

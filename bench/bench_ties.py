@@ -10,8 +10,8 @@ Run with `.venv/bin/python bench/bench_ties.py --only speed orders`.
 import argparse, time
 import numpy as np
 from judgelab.data import load
-from judgelab.judgments import load_judgments, judgment_scores
-from judgelab.corrgap import corrgap, human_baseline, rater_slots
+from judgelab.data.judgments import load_judgments, judgment_scores
+from judgelab.stats.corrgap import corrgap, human_baseline, rater_slots
 
 def speed(n_perm=9999, n_boot=1000, reps=3):
     ds = load('summeval'); hm = ds.human_mean(); rng = np.random.default_rng(0)

@@ -117,5 +117,5 @@ def parser()->argparse.ArgumentParser:
 def main(argv=None)->int:
     "Entry point of the `judgelab` command: the arguments are parsed first, the commands (and the library under them) load after."
     a = parser().parse_args(argv)
-    from judgelab import commands      # deferred on purpose, the one import inside a function: --help, --version, a bad flag stay instant
+    from judgelab.run import commands      # deferred on purpose, the one import inside a function: --help, --version, a bad flag stay instant
     return commands.run(a)

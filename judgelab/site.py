@@ -20,8 +20,14 @@ from bleach.css_sanitizer import CSSSanitizer
 from pygments.formatters import HtmlFormatter
 from fastcore.docments import docments
 from PIL import Image
-from . import core, llm, prompts, parse, backends, cache, models, data, judgments, stats, corrgap, audits, reliability
-from . import judges, checklist, decompose, dimcheck, methods, report, tables, sweep_config, sweep_deps, sweep, commands, cli
+from . import core, llm, data, stats
+from .llm import prompts, parse, backends, cache, models
+from .data import judgments
+from .stats import corrgap, audits, reliability
+from .methods import judges, checklist, decompose, dimcheck
+from . import methods, report, cli
+from .report import tables
+from .run import config as sweep_config, deps as sweep_deps, sweep, commands
 from .core import paths
 from .report import _caption
 
@@ -534,12 +540,17 @@ def _params(p:dict)->str:
     return ' '.join(f'<code>{esc(k)}={esc(json.dumps(v, sort_keys=True))}</code>' for k, v in p.items())
 
 # %% ../nbs/14_site.ipynb #0afd6618
+def _lib_paths(nbs_dir:Path)->list:
+    "The library's notebooks in reading order: nbs/NN_*.ipynb and those of its folders (nbs/stats/06_corrgap.ipynb), the datasets' notebooks, explanations.ipynb."
+    numbered = sorted((p for p in nbs_dir.rglob('[0-9][0-9]*_*.ipynb') if '.ipynb_checkpoints' not in p.parts), key=lambda p: p.name)
+    return [*numbered, *sorted((nbs_dir/'datasets').glob('*.ipynb')), *nbs_dir.glob('explanations.ipynb')]
+
 def _lib_notebooks(nbs_dir:Path)->list:
-    "[(notebook, module or None, title, summary)] of the library notebooks nbs/NN_*.ipynb."
+    "[(notebook, module or None, title, summary)] of the library notebooks (`_lib_paths`); a package's module is named without `.__init__`."
     out = []
-    for p in [*sorted(nbs_dir.glob('[0-9][0-9]*_*.ipynb')), *nbs_dir.glob('explanations.ipynb')]:   # and the methods explained
+    for p in _lib_paths(nbs_dir):
         nb = nbformat.read(p, as_version=4)
-        mod = next((m.group(1) for c in nb.cells if c.cell_type == 'code' for m in [re.search(r'^#\|\s*default_exp\s+(\S+)', c.source, re.M)] if m), None)
+        mod = next((m.group(1).removesuffix('.__init__') for c in nb.cells if c.cell_type == 'code' for m in [re.search(r'^#\|\s*default_exp\s+(\S+)', c.source, re.M)] if m), None)
         title, summ = '', ''
         for c in nb.cells:
             if c.cell_type == 'markdown' and c.source.lstrip().startswith('# '):
@@ -550,7 +561,7 @@ def _lib_notebooks(nbs_dir:Path)->list:
         out.append((p, mod, title or p.stem, summ))
     return out
 
-MODULES = {m.__name__.split('.')[-1]: m for m in (core, llm, prompts, parse, backends, cache, models, data, judgments, stats, corrgap, audits,
+MODULES = {m.__name__.removeprefix('judgelab.'): m for m in (core, llm, prompts, parse, backends, cache, models, data, judgments, stats, corrgap, audits,
                                                   reliability, judges, checklist, decompose, dimcheck, methods, report, tables, sweep_config, sweep_deps, sweep,
                                                   commands, cli)}
 
@@ -665,9 +676,10 @@ def _index_html(c, max_rows:int)->tuple:
     summ, desc = _description(c.root)
     k = lambda *kinds: sum(a['kind'] in kinds for a in c.arts)
     nbs = c.root/'nbs'      # the description's links are relative to nbs/; its library notebooks are linked like 'Library' below, built or not
-    lib_pages = {p.resolve(): f'lib/{p.stem}.html' for p in [*nbs.glob('[0-9][0-9]*_*.ipynb'), *nbs.glob('explanations.ipynb')]}
+    lib_pages = {p.resolve(): f'lib/{p.stem}.html' for p in _lib_paths(nbs)}
     b = [f'<h1>{esc(title)}</h1>', f'<p class="lead">{esc(summ)}</p>' if summ else '',
-         f'<div class="prose">{relink(markdown_html(desc, raw_html=True), c.root/"nbs", "index.html", {**c.site_map, **lib_pages})}</div>' if desc else '',   # its links are relative to nbs/ f'<div class="callout">{evidence_html(c.arts, c.runs)}</div>',
+         f'<div class="prose">{relink(markdown_html(desc, raw_html=True), c.root/"nbs", "index.html", {**c.site_map, **lib_pages})}</div>' if desc else '',   # its links are relative to nbs/
+         f'<div class="callout">{evidence_html(c.arts, c.runs)}</div>',
          '<h2 id="contents">Contents</h2><ul class="toc">'
          f'<li><a href="#findings">Findings</a> ({k("text")} texts, {sum(a["kind"] == "table" and "headline" in a["name"] for a in c.arts)} headline tables)</li>'
          f'<li><a href="#figures">Figures</a> ({k("figure")})</li>'
@@ -700,7 +712,7 @@ def _run_head(c, r:dict, up:str)->str:
 def _lib_head(p:Path, mod:str|None, api:str|None)->str:
     return (f'<div class="nbhead"><p class="meta"><a href="index.html">&larr; library</a> · <a href="../index.html">index</a>'
             + (f' · <a href="../{api}">API reference of <code>judgelab.{esc(mod)}</code></a>' if api else '') + '</p>'
-            f'<p class="meta">Source notebook <code>nbs/{esc(p.name)}</code>, shown as nbdev\'s docs show it: hidden cells left out, exported cells marked.</p></div>')
+            f'<p class="meta">Source notebook <code>nbs/{esc(p.relative_to(paths.nbs).as_posix())}</code>, shown as nbdev\'s docs show it: hidden cells left out, exported cells marked.</p></div>')
 
 # %% ../nbs/14_site.ipynb #49ac99bc
 def _lib_index(lib_nbs:list, apis:dict)->str:
@@ -760,7 +772,7 @@ def _write_lib_pages(write, c, lib_nbs:list, rendered:dict, mods:dict, lib:bool)
         page = f'lib/{p.stem}.html'
         write(page, f'{t} · judgelab', _lib_head(p, mod, apis.get(mod)) + relink(rendered[(str(p), 'lib')], p.parent, page, c.site_map), 'nb')
         if mod:
-            nbl = f'<p class="meta"><a href="../lib/index.html">&larr; library</a> · <a href="../lib/{p.stem}.html">notebook <code>nbs/{esc(p.name)}</code></a></p>'
+            nbl = f'<p class="meta"><a href="../lib/index.html">&larr; library</a> · <a href="../lib/{p.stem}.html">notebook <code>nbs/{esc(p.relative_to(paths.nbs).as_posix())}</code></a></p>'
             write(apis[mod], f'judgelab.{mod} · API', nbl + f'<h1><code>judgelab.{esc(mod)}</code></h1>' + api_html(mods[mod]), 'api')
     if lib: write('lib/index.html', 'Library · judgelab', _lib_index(lib_nbs, apis))
 
@@ -778,7 +790,8 @@ def build_site(out:str|Path='_site', # the folder to write (emptied first)
     outputs, runs_dir, out = Path(outputs or paths.outputs).resolve(), Path(runs or paths.runs).resolve(), Path(out).resolve()
     _check_site_target(root, outputs, runs_dir, out, sweep)
     lib_nbs = _lib_notebooks(paths.nbs) if lib else []
-    mods = {**MODULES, '__init__': sys.modules['judgelab'], 'site': sys.modules.get('judgelab.site') or sys.modules[__name__]}
+    mods = {**MODULES, '__init__': sys.modules['judgelab'], 'site': sys.modules.get('judgelab.site') or sys.modules[__name__],
+            **{m: data.dataset_module(m.split('.', 1)[1]) for _, m, _, _ in lib_nbs if m and m.split('.')[0] == 'datasets'}}   # the registry's plugins, as it imports them
     if missing := [m for _, m, _, _ in lib_nbs if m and m not in mods]:
         raise ValueError(f"library notebooks export modules that judgelab.site does not import: {missing}: add them to its imports and MODULES")
     c = _collect(outputs, runs_dir, sweep, root, lib_nbs)

@@ -95,8 +95,8 @@ def ok(text='Rating: 2'):
 def err(code, msg='no', **hdrs): return code, hdrs, json.dumps(dict(error=dict(message=msg))).encode()
 
 def _backend(srv, tmp_path, **kw):
-    from judgelab.cache import GenerationCache          # imported here: loading the backends at conftest import slows the parsers'
-    from judgelab.models import get_backend             # timing tests (tests/llm/test_parse.py) run on their own
+    from judgelab.llm.cache import GenerationCache          # imported here: loading the backends at conftest import slows the parsers'
+    from judgelab.llm.models import get_backend             # timing tests (tests/llm/test_parse.py) run on their own
     return get_backend('openai', cache=GenerationCache(tmp_path/'c.sqlite'), base_url=f'http://127.0.0.1:{srv.port}/v1', model='m',
                        backoff=0.01, **kw)
 

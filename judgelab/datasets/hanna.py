@@ -5,8 +5,8 @@ from __future__ import annotations
 import ast, json
 import numpy as np, pandas as pd
 from ..data import register, human_rows, item_slug, DataError
-from ..parse import in_range, range_failure
-from ..judgments import reader, judgment_rows
+from ..llm.parse import in_range, range_failure
+from ..data.judgments import reader, judgment_rows
 
 # %% auto #0
 __all__ = ['load_raw', 'read_chhun2024']

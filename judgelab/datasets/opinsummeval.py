@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import numpy as np, pandas as pd
 from ..data import register, human_rows, DataError
-from ..parse import parse_labelled
-from ..judgments import reader, judgment_rows, range_checked
+from ..llm.parse import parse_labelled
+from ..data.judgments import reader, judgment_rows, range_checked
 
 # %% auto #0
 __all__ = ['load_raw', 'read_chatgpt_cot', 'read_chatgpt_handcraft', 'read_geval_ada']

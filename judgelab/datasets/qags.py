@@ -5,7 +5,7 @@ from __future__ import annotations
 import re, json
 import numpy as np, pandas as pd
 from ..data import register, human_rows, DataError
-from ..judgments import reader, judgment_rows, range_checked
+from ..data.judgments import reader, judgment_rows, range_checked
 
 # %% auto #0
 __all__ = ['load_raw', 'read_unieval']

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast, json, re
 import numpy as np, pandas as pd
 from ..data import register, get_spec, human_rows, DataError
-from ..judgments import reader, judgment_rows, range_checked, parsed_row, pooled_correlations, parse_rts, parse_choice, parse_stars
+from ..data.judgments import reader, judgment_rows, range_checked, parsed_row, pooled_correlations, parse_rts, parse_choice, parse_stars
 
 # %% auto #0
 __all__ = ['load_raw', 'crowd_ratings', 'read_alttest', 'read_llm_summeval']

@@ -6,8 +6,8 @@ import json, re
 import numpy as np, pandas as pd
 from scipy import stats
 from ..data import register, human_rows, DataError
-from ..parse import parse_rating
-from ..judgments import reader, judgment_rows, range_checked, parsed_row, pooled_correlations, parse_geval_sample, parse_batch
+from ..llm.parse import parse_rating
+from ..data.judgments import reader, judgment_rows, range_checked, parsed_row, pooled_correlations, parse_geval_sample, parse_batch
 
 # %% auto #0
 __all__ = ['read_analyze_rate', 'read_rate_explain', 'load_raw', 'read_unieval', 'read_closerlook_geval', 'read_batcheval']

@@ -4,7 +4,7 @@ import json, re, shutil
 from pathlib import Path
 import numpy as np, pandas as pd, pytest
 from judgelab import data as D
-from judgelab import judgments as JM
+from judgelab.data import judgments as JM
 from judgelab.datasets import seahorse as SH
 import io, signal, zipfile
 from contextlib import contextmanager

@@ -150,7 +150,7 @@ def test_a_200k_character_rationale_is_imported_whole(tmp_path, tmp_outputs):
     assert pd.read_parquet(_stored(tmp_outputs)).rationale.tolist() == [text]
 
 def test_a_field_over_the_limit_is_refused_with_its_row(tmp_path, tmp_outputs):
-    from judgelab.judgments import MAX_FIELD_CHARS
+    from judgelab.data.judgments import MAX_FIELD_CHARS
     i = _items()
     f = tmp_path/'s.csv'; f.write_text(f'item_id,dimension,score,rationale\n{i[0]},naturalness,2,ok\n{i[1]},naturalness,2,{"x"*(MAX_FIELD_CHARS + 1)}\n')
     _refused(_import(f), f"row 3: field 'rationale' has {MAX_FIELD_CHARS + 1:,} characters, more than the limit of {MAX_FIELD_CHARS:,}")

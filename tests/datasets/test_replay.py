@@ -5,7 +5,8 @@ judgelab's parsers on the reply formats; the file groups of the registry; the cr
 import ast, importlib.util, json, re
 import numpy as np, pandas as pd, pytest
 from scipy import stats
-from judgelab import data as D, judgments as JM
+from judgelab import data as D
+from judgelab.data import judgments as JM
 from judgelab.datasets import topical_chat as TC
 
 RAW = D.raw_dir('summeval')

@@ -4,11 +4,11 @@ import json, os, socket, subprocess, sys, time
 from pathlib import Path
 import pytest
 from judgelab.llm import Request, Job, ScriptedBackend, BackendError, RequestError
-from judgelab.backends import LlamaCppBackend, OpenAIBackend, embedded_model_path
-from judgelab.models import get_backend
-from judgelab.cache import GenerationCache, CachedBackend, CacheMissError
+from judgelab.llm.backends import LlamaCppBackend, OpenAIBackend, embedded_model_path
+from judgelab.llm.models import get_backend
+from judgelab.llm.cache import GenerationCache, CachedBackend, CacheMissError
 import re, types
-from judgelab import backends as B
+from judgelab.llm import backends as B
 from tests.conftest import _backend, err, ok, scripted
 
 # ==============================================================================================================
@@ -58,7 +58,7 @@ def test_bad_input_fails_before_generation(tmp_path):
 
 def test_llama_threads_env_empty_means_unset_and_bad_values_are_clear_errors(monkeypatch):
     # an empty JUDGELAB_LLAMA_THREADS (e.g. `JUDGELAB_LLAMA_THREADS= make ...`) crashed with int('')
-    from judgelab.backends import LlamaCppBackend
+    from judgelab.llm.backends import LlamaCppBackend
     for v in ('', '  ', '0'):
         monkeypatch.setenv('JUDGELAB_LLAMA_THREADS', v); assert LlamaCppBackend().n_threads == (os.cpu_count() or 1)
     monkeypatch.setenv('JUDGELAB_LLAMA_THREADS', ' 3 '); assert LlamaCppBackend().n_threads == 3
@@ -327,7 +327,7 @@ def test_enable_thinking_false_and_prefill_reach_vllm_chat(monkeypatch):
 
 def test_prefilled_rescoring_on_the_embedded_model(tmp_path):
     # llama.cpp renders the model's chat template itself and continues the prefilled answer
-    from judgelab.models import get_backend
+    from judgelab.llm.models import get_backend
     b = get_backend(cache=tmp_path/'c.sqlite')
     m = [{'role': 'user', 'content': 'Rate the fluency of "The cat sat on the mat." from 1 to 5. Answer "Analysis: ..." then "Rating: N".'}]
     out = b.generate([Request(m + [{'role': 'assistant', 'content': 'Analysis: Fluent and grammatical.\nRating:'}], continue_final=True, max_tokens=4)], progress=False)
@@ -385,5 +385,5 @@ def test_a_server_that_echoes_the_api_key_cannot_leak_it(http_stub, tmp_path, mo
     ('openai', dict(model='m', base_url='http://127.0.0.1:8000/v1', concurrency=0), 'concurrency >= 1'),
 ])
 def test_backend_options_are_checked_before_anything_is_built(name, options, message):
-    from judgelab.models import check_backend
+    from judgelab.llm.models import check_backend
     with pytest.raises(ValueError, match=message): check_backend(name, options, complete=True)

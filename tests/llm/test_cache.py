@@ -6,8 +6,8 @@ from judgelab.llm import Request, Choice
 import os, shutil, subprocess, sys, warnings
 from pathlib import Path
 from judgelab.llm import ScriptedBackend
-from judgelab.cache import GenerationCache, CachedBackend, CacheCorruptError, CacheImportError, request_key
-from judgelab.cache import row_checksum
+from judgelab.llm.cache import GenerationCache, CachedBackend, CacheCorruptError, CacheImportError, request_key
+from judgelab.llm.cache import row_checksum
 from tests.conftest import run_cli
 
 # ==============================================================================================================
@@ -15,7 +15,7 @@ from tests.conftest import run_cli
 # ==============================================================================================================
 
 def test_template_options_are_part_of_the_cache_key_only_when_set():
-    from judgelab.cache import request_key
+    from judgelab.llm.cache import request_key
     r = Request([{'role': 'user', 'content': 'x'}])
     assert 'chat_options' not in r.sampling() and 'continue_final' not in r.sampling()          # every earlier key is unchanged
     assert request_key('m', r) != request_key('m', Request([{'role': 'user', 'content': 'x'}], chat_options={'enable_thinking': False}))
@@ -52,7 +52,7 @@ def test_a_row_whose_request_was_edited_is_a_miss(tmp_path):
     cache = GenerationCache(tmp_path/'c.sqlite'); reqs = _reqs(3)
     CachedBackend(echo(), cache, verbose=False).generate(reqs, progress=False)
     # rewrite a row's request and its checksum consistently: only the key recomputation can catch it
-    from judgelab.cache import row_checksum
+    from judgelab.llm.cache import row_checksum
     k, m, r, ch = cache.conn().execute('SELECT key, model, request, choice FROM generations LIMIT 1').fetchone()
     r2 = r.replace('text', 'txet')
     cache.conn().execute('UPDATE generations SET request = ?, checksum = ? WHERE key = ?', (r2, row_checksum(k, m, r2, ch), k))
@@ -101,7 +101,7 @@ def test_replay_from_a_read_only_cache_as_an_unprivileged_user(tmp_path):
     for p in [tmp_path, *tmp_path.parents]:
         if p != Path('/'): os.chmod(p, os.stat(p).st_mode | 0o005)        # let the unprivileged user reach the folder
     (d/'c.sqlite').chmod(0o444); d.chmod(0o555)
-    code = ("import sys; from judgelab.cache import GenerationCache, CachedBackend; from judgelab.llm import Request\n"
+    code = ("import sys; from judgelab.llm.cache import GenerationCache, CachedBackend; from judgelab.llm import Request\n"
             f"c = GenerationCache({str(d/'c.sqlite')!r}); assert c.read_only\n"
             "b = CachedBackend(None, c, mode='replay', model='echo@1', verbose=False)\n"
             "print([x.text for x in b.generate([Request([{'role': 'user', 'content': f'text {i}'}]) for i in range(4)], progress=False)])")
@@ -116,7 +116,7 @@ def test_a_cache_made_before_checksums_still_serves(tmp_path):
     p = tmp_path/'old.sqlite'; c = sqlite3.connect(p)
     c.execute('CREATE TABLE generations (key TEXT PRIMARY KEY, model TEXT NOT NULL, request TEXT NOT NULL, choice TEXT NOT NULL, backend TEXT, created TEXT NOT NULL)')
     r = Request([{'role': 'user', 'content': 'text 0'}]); k = request_key('echo@1', r)
-    from judgelab.cache import canonical_json
+    from judgelab.llm.cache import canonical_json
     req = canonical_json(dict(messages=r.messages, sampling=r.sampling(), seed=r.seed, sample=0))
     c.execute('INSERT INTO generations VALUES (?, ?, ?, ?, ?, ?)', (k, 'echo@1', req, Choice('old').to_json(), 'echo', 'then')); c.commit(); c.close()
     assert GenerationCache(p).get_many([k])[k].text == 'old'
@@ -133,7 +133,7 @@ def _texts(cache, reqs):
 def _write(path, rows): path.write_text(''.join(json.dumps(r) + '\n' for r in rows)); return path
 
 _SECOND_WRITER = """import sys
-from judgelab.cache import GenerationCache, request_key
+from judgelab.llm.cache import GenerationCache, request_key
 from judgelab.llm import Choice, Request
 c = GenerationCache(sys.argv[1]); c.conn().execute('PRAGMA busy_timeout=2000')
 assert c.get_many([sys.argv[2]])[sys.argv[2]].text == 'later'      # the first process's put was committed
@@ -213,7 +213,7 @@ def test_an_unreadable_row_is_a_miss_regenerated_and_listed(tmp_path, col, value
 
 def _old_cache(p, n):
     import sqlite3
-    from judgelab.cache import canonical_json
+    from judgelab.llm.cache import canonical_json
     c = sqlite3.connect(p)
     c.execute('CREATE TABLE generations (key TEXT PRIMARY KEY, model TEXT NOT NULL, request TEXT NOT NULL, choice TEXT NOT NULL, backend TEXT, created TEXT NOT NULL)')
     c.execute('CREATE INDEX generations_model ON generations(model)')

@@ -6,9 +6,9 @@ import json, threading, time, warnings
 from pathlib import Path
 import pytest
 from judgelab.llm import Request, BackendError
-from judgelab.cache import GenerationCache
-from judgelab.models import get_backend
-from judgelab import backends
+from judgelab.llm.cache import GenerationCache
+from judgelab.llm.models import get_backend
+from judgelab.llm import backends
 
 KEY = 'sk-proj-Qx7vLm2RtY9wZc4NpK8sD'          # 29 characters, shaped like a real key
 

@@ -6,7 +6,7 @@ that code already handled and that must stay so (the timing cases say which ones
 
 import gc, time
 import pytest
-from judgelab.parse import (Parsed, OUT_OF_RANGE, NO_SCORE, parse_score, score_position, geval_score, geval_from_samples,
+from judgelab.llm.parse import (Parsed, OUT_OF_RANGE, NO_SCORE, parse_score, score_position, geval_score, geval_from_samples,
                             parse_checklist, checklist_score)
 
 # --- parse_score: the final score field wins over earlier mentions ----------------------------------------------

@@ -5,7 +5,8 @@ template's own words and the registry's labels are checked."""
 import re
 from types import SimpleNamespace
 import jinja2, pandas as pd, pytest
-from judgelab import data as D, prompts as P
+from judgelab import data as D
+from judgelab.llm import prompts as P
 
 BROKEN = re.compile(r'\b\w*[^aeiou\W]ys\b', re.I)         # a consonant + "ys": "summarys", "storys" (not "days", "keys")
 

@@ -7,7 +7,7 @@ from judgelab.methods import run
 import re
 import yaml
 from judgelab.methods import method_plan
-from judgelab.checklist import load_checklist, default_stage
+from judgelab.methods.checklist import load_checklist, default_stage
 
 # ==============================================================================================================
 # Conflicting checklist answers are recorded failures (a scripted backend, no LLM); failed on the code before the fix.
@@ -19,7 +19,7 @@ def test_checkeval_row_records_conflicting_answers_as_a_failure_and_missing():
     b = ScriptedBackend(lambda r, s: 'Q1: Yes\n' + '\n'.join(f'Q{i}: Yes' for i in range(2, 30)) + '\nQ1: No')
     j = run('checkeval', tc, b, dims=['groundedness'], items=[item], progress=False)
     row = j.iloc[0]
-    from judgelab.checklist import load_checklist
+    from judgelab.methods.checklist import load_checklist
     cl = load_checklist('topical_chat', 'groundedness'); n_q = len(cl.questions); subs = list(cl.sub_dimensions)
     assert row.failure == 'conflicting answers: ' + ', '.join(f'{s} Q1' for s in subs)
     assert row.missing_answers == len(subs) and row.conflicting_answers == len(subs)

@@ -4,7 +4,7 @@ import json
 import numpy as np, pytest
 from judgelab import data as D
 from judgelab.llm import ScriptedBackend
-from judgelab.decompose import hypoeval_hypotheses, hypoeval_aggregate, decomposition
+from judgelab.methods.decompose import hypoeval_hypotheses, hypoeval_aggregate, decomposition
 
 def test_hypoeval_scores_the_five_published_hypotheses_with_their_prompt(tmp_outputs):
     ha = D.load('hanna'); it = ha.items.iloc[0]

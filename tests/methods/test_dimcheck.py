@@ -9,9 +9,9 @@ import time
 import nbformat
 from judgelab.data import load
 from judgelab.llm import Choice
-from judgelab.judges import analyze_rate_requests, analysis_text
-from judgelab.judgments import JUDGMENT_COLUMNS, load_judgments
-from judgelab.dimcheck import published_analysis
+from judgelab.methods.judges import analyze_rate_requests, analysis_text
+from judgelab.data.judgments import JUDGMENT_COLUMNS, load_judgments
+from judgelab.methods.dimcheck import published_analysis
 import hashlib
 from tests.conftest import _backend, ok, scripted
 
@@ -21,8 +21,8 @@ from tests.conftest import _backend, ok, scripted
 
 def test_dimcheck_edits_one_of_several_published_judges_chosen_by_analyses_judge():
     # llm_summeval holds nine judges: the GPT-4 reason-then-score reasons are picked by analyses_judge
-    from judgelab.judgments import load_judgments
-    from judgelab.dimcheck import published_analysis
+    from judgelab.data.judgments import load_judgments
+    from judgelab.methods.dimcheck import published_analysis
     se = D.load('summeval'); ls = load_judgments('summeval', 'llm_summeval')
     g4 = ls[(ls.model == 'gpt-4-0314') & (ls.dimension == 'coherence') & ls.parse_ok].set_index('item_id')
     ids = sorted(g4.index)[:2]
@@ -139,7 +139,7 @@ def test_mismatched_analyses_fail_before_any_call():
 
 def test_skipped_pairs_are_counted_apart_and_a_given_table_is_named_in_the_manifest(tmp_outputs):
     from judgelab.core import paths
-    from judgelab.dimcheck import edit_rate
+    from judgelab.methods.dimcheck import edit_rate
     tc = load('topical_chat'); ids = list(tc.items.item_id[:3])
     pub = _table([(ids[0], 'coherence', 3, 'It follows on.\nRating: 3', True), (ids[1], 'coherence', np.nan, 'Hard to say.', False),
                   (ids[0], 'naturalness', np.nan, 'Rating: none', False)])
@@ -169,7 +169,7 @@ def test_a_published_source_by_name_and_sample(tmp_path):
         method_plan([{'method': 'dimcheck', 'options': {'analyses': 'gpt4_rts'}}], 'topical_chat')
 
 def test_a_sweep_names_an_unknown_published_source_when_it_is_loaded(tmp_path, monkeypatch):
-    from judgelab.sweep import load_sweep, ConfigError
+    from judgelab.run.sweep import load_sweep, ConfigError
     monkeypatch.setenv('JUDGELAB_TEMPLATE_DIRS', str(tmp_path))   # its template lives outside the repository: allowed explicitly
     tpl = nbformat.v4.new_notebook()
     tpl.cells = [nbformat.v4.new_code_cell("dataset: str = 'topical_chat'\nmethods: list = []", metadata=dict(tags=['parameters']))]
@@ -183,7 +183,7 @@ def test_a_sweep_names_an_unknown_published_source_when_it_is_loaded(tmp_path, m
 
 def test_dimcheck_on_closerlook_analyses_on_the_embedded_model(tmp_path):
     # the whole pipeline on the embedded model: 2 Topical-Chat items x coherence, non-target engagingness, gpt-3.5 analyses
-    from judgelab.models import get_backend
+    from judgelab.llm.models import get_backend
     tc = load('topical_chat'); cl = load_judgments('topical_chat', 'closerlook_analyze_rate')
     c0 = cl[(cl['sample'] == 0) & (cl.dimension == 'coherence') & cl.parse_ok].set_index('item_id')
     ids = sorted(c0.index)[:2]

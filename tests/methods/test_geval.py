@@ -8,8 +8,8 @@ from judgelab.methods import run
 import math, re
 import numpy as np
 from judgelab.llm import Choice, Request
-from judgelab.judges import geval_offset, geval_position, geval_labels, summarize
-from judgelab.parse import geval_distribution
+from judgelab.methods.judges import geval_offset, geval_position, geval_labels, summarize
+from judgelab.llm.parse import geval_distribution
 
 # ==============================================================================================================
 # G-Eval sampling records how many samples parsed (a scripted backend, no LLM); failed on the code before the fix.
@@ -134,7 +134,7 @@ def test_other_methods_tables_have_no_valid_mass_column():
 
 @pytest.fixture(scope='module')
 def embedded():
-    from judgelab.backends import LlamaCppBackend
+    from judgelab.llm.backends import LlamaCppBackend
     return LlamaCppBackend(n_ctx=2048)
 
 def test_llamacpp_returns_every_score_tokens_logprob_and_stops_at_the_pattern(embedded, tmp_outputs):
@@ -153,7 +153,7 @@ def test_llamacpp_returns_every_score_tokens_logprob_and_stops_at_the_pattern(em
     assert stopped.finish_reason == 'stop' and len(stopped.text.strip()) >= 2 and stopped.completion_tokens < 24
 
 def test_geval_on_the_embedded_model_reads_no_list_number_and_records_the_valid_mass(embedded, tmp_outputs, tmp_path):
-    from judgelab.cache import GenerationCache, CachedBackend
+    from judgelab.llm.cache import GenerationCache, CachedBackend
     se = D.load('summeval')
     short = se.items.assign(n=se.items.source.str.len() + se.items.output.str.len()).nsmallest(3, 'n').item_id.tolist()
     b = CachedBackend(embedded, GenerationCache(tmp_path/'c.sqlite'), verbose=False)

@@ -3,12 +3,12 @@ parsers on recorded real judge outputs, and the judgments feeding the statistics
 
 import pytest
 from judgelab import data as D
-from judgelab import judgments as JM
+from judgelab.data import judgments as JM
 from judgelab.methods import run, METHODS
-from judgelab.parse import parse_score
+from judgelab.llm.parse import parse_score
 from judgelab.stats import correlation_table
-from judgelab.models import get_backend
-from judgelab.cache import GenerationCache
+from judgelab.llm.models import get_backend
+from judgelab.llm.cache import GenerationCache
 
 OPTS = dict(analyze_rate=dict(max_tokens=64), geval={}, direct=dict(max_tokens=64), checkeval={}, reference={},
             dimcheck=dict(max_tokens=96, base_max_tokens=64, others=None), decomposition=dict(variant='icl', k=2, icl=2))
@@ -91,7 +91,7 @@ _SAME_RUN = """
 import sys
 from judgelab import data as D
 from judgelab.methods import run
-from judgelab.models import get_backend
+from judgelab.llm.models import get_backend
 sys.path.insert(0, sys.argv[3]); from test_judges import OPTS
 ds = D.load('topical_chat'); b = get_backend(cache=sys.argv[1], mode=sys.argv[2])
 for m in sorted(OPTS):

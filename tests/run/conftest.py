@@ -12,7 +12,7 @@ def template(path, params:str, body:str):
     path.parent.mkdir(parents=True, exist_ok=True); nbformat.write(nb, path)
 
 JUDGE = ("dataset: str = 'topical_chat'\nn_items: int = 1\nbackend: str = 'llamacpp'\nmodel: str = ''",
-         "import pandas as pd\nfrom judgelab import parse\nfrom judgelab.report import save_table\n"
+         "import pandas as pd\nfrom judgelab.llm import parse\nfrom judgelab.report import save_table\n"
          "save_table(pd.DataFrame(dict(n=[n_items])), 'n', 'nbs/experiments/t_judge.ipynb', dict(n_items=n_items))")
 OTHER = ("x: int = 0", "from judgelab.core import paths\npaths.tables.mkdir(parents=True, exist_ok=True)\n(paths.tables/'x.txt').write_text(str(x))")
 PAPER = ("runs: list = []",

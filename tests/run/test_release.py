@@ -150,7 +150,10 @@ INSTALLED_CHECK = r'''
 import json, sys
 from pathlib import Path
 import judgelab
-from judgelab import core as C, data as D, prompts as P, checklist as CL, decompose as DC, sweep as S
+from judgelab import core as C, data as D
+from judgelab.llm import prompts as P
+from judgelab.methods import checklist as CL, decompose as DC
+from judgelab.run import sweep as S
 venv = Path(sys.argv[1]).resolve()
 assert Path(judgelab.__file__).resolve().is_relative_to(venv), judgelab.__file__     # the installed wheel, not the checkout
 assert not C.paths.checkout and C.paths.root == Path.cwd().resolve()                  # no checkout: the working directory is the root

@@ -126,7 +126,7 @@ def hostile_site(tmp_path_factory):
     # the run, executed by a real kernel as papermill would: its outputs name the judge
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(RUN_NB)])
     from nbclient import NotebookClient
-    from judgelab.sweep import _kernel
+    from judgelab.run.sweep import _kernel
     old = {k: os.environ.get(k) for k in [*env, 'HOSTILE_JUDGMENTS']}
     os.environ.update(env, HOSTILE_JUDGMENTS=str(stored))
     try: NotebookClient(nb, kernel_name=_kernel('judgelab'), timeout=300, resources={'metadata': {'path': str(ROOT)}}).execute()

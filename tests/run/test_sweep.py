@@ -8,7 +8,7 @@ import json, os, shutil, signal, sqlite3, subprocess, time
 from pathlib import Path
 import nbformat, pandas as pd, psutil, pytest
 from hypothesis import given, settings, strategies as st
-from judgelab.sweep import Run, assign_ids, check_nesting, ConfigError
+from judgelab.run.sweep import Run, assign_ids, check_nesting, ConfigError
 from tests.conftest import BIN, ROOT
 from tests.run.conftest import JUDGE, make_repo, template
 
@@ -137,7 +137,7 @@ def test_a_degraded_run_is_not_ok_and_strict_fails(repo):
     assert r.returncode == 3 and 'DEGRADED d/judge/x-2 (current, not rerun)' in r.stdout and '--strict: 1 of 2 runs are degraded' in r.stderr, r.stdout + r.stderr
 
 KILL = ("dataset: str = 'topical_chat'\nbackend: str = 'llamacpp'",
-        "import pandas as pd\nfrom judgelab.models import get_backend\nfrom judgelab.methods import run\nfrom judgelab.report import save_table\n"
+        "import pandas as pd\nfrom judgelab.llm.models import get_backend\nfrom judgelab.methods import run\nfrom judgelab.report import save_table\n"
         "b = get_backend(backend)\n"
         "j = run('analyze_rate', dataset, b, dims=['coherence', 'engagingness', 'naturalness'], n_items=3, max_tokens=48, progress=False, save=True)\n"
         "save_table(pd.DataFrame([b.stats]), 'cache', 'nbs/experiments/t_kill.ipynb', {})")
@@ -270,7 +270,7 @@ def test_match_that_selects_nothing_is_an_error(repo):
 
 def test_runs_under_the_sweep_get_a_thread_budget(repo, monkeypatch):
     "With -j 2 every run's kernel sees max(1, cores // 2) threads for llama.cpp, OpenMP and BLAS (a user's own limit is kept)."
-    from judgelab.sweep import THREAD_VARS, thread_budget
+    from judgelab.run.sweep import THREAD_VARS, thread_budget
     for v in THREAD_VARS: monkeypatch.delenv(v, raising=False)
     monkeypatch.setenv('NUMEXPR_NUM_THREADS', '7')                       # set by the user: kept
     template(repo/'nbs'/'experiments'/'threads.ipynb', 'x: int = 0  # unused',
@@ -289,7 +289,7 @@ def test_runs_under_the_sweep_get_a_thread_budget(repo, monkeypatch):
         assert seen['pools'] == [int(want)], seen                       # numpy's BLAS pool really is limited
 
 def test_shipped_configs_validate():
-    from judgelab.sweep import load_sweep
+    from judgelab.run.sweep import load_sweep
     emb = load_sweep(ROOT/'configs'/'embedded.yaml')
     from judgelab.methods import METHODS
     methods = {(r.parameters['dataset'], e if isinstance(e, str) else e['method']) for r in emb.runs if r.experiment == 'judge' for e in r.parameters['methods']}

@@ -56,7 +56,7 @@ def test_template_outside_the_repository_is_refused(tmp_path, cli, monkeypatch, 
     assert not (tmp_path/'runs').exists() and not (tmp_path/'outputs').exists()
     # the documented allow-list: the machine's environment names the folder (not the sweep file)
     monkeypatch.setenv('JUDGELAB_TEMPLATE_DIRS', str(tmp_path))
-    from judgelab.sweep import load_sweep
+    from judgelab.run.sweep import load_sweep
     assert [r.template.resolve() for r in load_sweep(cfg).runs] == [(tmp_path/'evil.ipynb').resolve()]
 
 # --- row 19: --unlock while a sweep runs -------------------------------------------------------------------------------

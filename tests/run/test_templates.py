@@ -88,7 +88,7 @@ def test_corrgap_audit_small(tmp_path, tmp_outputs):
 def test_corrgap_audit_of_imported_judgments(tmp_path, tmp_outputs):
     import pandas as pd
     from judgelab import data as D
-    from judgelab import judgments as JM
+    from judgelab.data import judgments as JM
     ds = D.load('opinsummeval'); hm = ds.human_mean()
     rng = __import__('numpy').random.default_rng(0)
     rows = [dict(item_id=i, dimension=d, score=float(min(5, max(1, round(hm.loc[i, d] + rng.normal(0, 1))))))

@@ -105,12 +105,12 @@ def test_without_the_null_the_verdict_reads_the_plain_excess():
 
 def _mat(judge, model, excess, p, seed=0):
     "A CorrGapMatrix with two targets x one other, given excess values and p's."
-    from judgelab.corrgap import CorrGapMatrix
+    from judgelab.stats.corrgap import CorrGapMatrix
     L = pd.DataFrame(dict(judge=judge, model=model, target=['a', 'b'], other=['b', 'a'], gap=excess, excess=excess, p_excess=p))
     return CorrGapMatrix(L, judge, model)
 
 def test_bh_all_is_bh_over_concatenated_pvalues():
-    from judgelab.audits import bh_all
+    from judgelab.stats.audits import bh_all
     from judgelab.stats import fdr_adjust
     from statsmodels.stats.multitest import multipletests
     rng = np.random.default_rng(1)
@@ -123,7 +123,7 @@ def test_bh_all_is_bh_over_concatenated_pvalues():
     assert not np.allclose(L.p_excess_bh_all.values, np.concatenate([fdr_adjust(m.long.p_excess.values) for m in mats.values()]))
 
 def test_judge_inference_one_model_is_flagged():
-    from judgelab.audits import judge_inference
+    from judgelab.stats.audits import judge_inference
     mats = {(f'prompt{i}', 'gpt'): _mat(f'prompt{i}', 'gpt', [0.1*i, 0.1*i + 0.05], [0.001, 0.5]) for i in range(6)}
     r = judge_inference(mats, n_boot=200).set_index('quantity').loc['excess']
     assert r.n_models == 1 and r.n_prompt_families == 6 and r.n_judges == 6
@@ -133,7 +133,7 @@ def test_judge_inference_one_model_is_flagged():
     assert r.ci_from in ('prompt', 'two-way') and r.ci_hi > r.ci_lo
 
 def test_judge_inference_shared_model_excess_widens_model_ci():
-    from judgelab.audits import judge_inference
+    from judgelab.stats.audits import judge_inference
     rng = np.random.default_rng(0); mats = {}
     for mi in range(8):
         base = 0.5 if mi == 0 else 0.0                    # every prompt of model 0 has a large excess
@@ -149,7 +149,7 @@ def test_judge_inference_shared_model_excess_widens_model_ci():
 
 def test_judge_inference_distinct_judges():
     "Every judge a distinct model and prompt: the three CIs all exist, and a clearly positive mean has p(mean <= 0) small."
-    from judgelab.audits import judge_inference
+    from judgelab.stats.audits import judge_inference
     rng = np.random.default_rng(2)
     mats = {(f'p{i}', f'm{i}'): _mat(f'p{i}', f'm{i}', 0.2 + rng.normal(0, 0.05, 2), [0.5, 0.5]) for i in range(10)}
     r = judge_inference(mats, n_boot=400).set_index('quantity').loc['excess']
@@ -160,7 +160,7 @@ def test_judge_inference_distinct_judges():
 # --- quality groups ----------------------------------------------------------------------------------------------------
 
 def test_quality_cut_moves_off_a_constant_ceiling():
-    from judgelab.corrgap import quality_cut
+    from judgelab.stats.corrgap import quality_cut
     x = np.r_[np.repeat([1., 2., 3., 4.], 15), np.full(100, 5.)]       # median 5: the high group would be constant
     assert np.median(x) == 5
     c, moved = quality_cut(x, 5.0)
@@ -169,8 +169,8 @@ def test_quality_cut_moves_off_a_constant_ceiling():
     assert quality_cut(x, 3.0) == (3.0, False)
 
 def test_summeval_consistency_threshold_moved_and_groups_finite():
-    from judgelab.corrgap import quality_threshold_rule, quality_groups
-    from judgelab.judgments import list_judgments, load_judgments, judgment_scores
+    from judgelab.stats.corrgap import quality_threshold_rule, quality_groups
+    from judgelab.data.judgments import list_judgments, load_judgments, judgment_scores
     from judgelab.data import load
     ds = load('summeval'); hm = ds.human_mean()
     thr, rule = quality_threshold_rule(ds, 'consistency')
@@ -184,17 +184,17 @@ def test_summeval_consistency_threshold_moved_and_groups_finite():
     assert not np.isfinite(q5['high'].gap)                              # the old cut: the high group is degenerate
 
 def test_quality_matched_drops_nan_pairs():
-    from judgelab.audits import quality_matched
+    from judgelab.stats.audits import quality_matched
     q = pd.DataFrame(dict(judge='j', model='m', target=['a', 'a', 'b', 'b'], other=['b', 'b', 'a', 'a'],
                           quality=['low', 'high', 'low', 'high'], excess=[0.1, 0.2, 0.3, np.nan]))
     w, dropped = quality_matched(q)
     assert dropped == 1 and len(w) == 1 and w.index[0][2] == 'a'
 
 def test_group_excess_is_human_baseline_on_the_group():
-    from judgelab.audits import quality_table, quality_excess
-    from judgelab.corrgap import human_baseline, rater_slots, bootstrap_weights, quality_threshold
+    from judgelab.stats.audits import quality_table, quality_excess
+    from judgelab.stats.corrgap import human_baseline, rater_slots, bootstrap_weights, quality_threshold
     from judgelab.data import load
-    from judgelab.corrgap import CorrGapMatrix
+    from judgelab.stats.corrgap import CorrGapMatrix
     ds = load('summeval'); hm = ds.human_mean(); rng = np.random.default_rng(0)
     J = pd.DataFrame(dict(item_id=hm.index, dimension='coherence', score=np.clip(hm.coherence + rng.normal(0, .5, len(hm)), 1, 5).round(1)))
     J = pd.concat([J, J.assign(dimension='fluency', score=np.clip(hm.fluency + rng.normal(0, .5, len(hm)), 1, 5).round(1))], ignore_index=True).assign(judge='toy', model='toy')

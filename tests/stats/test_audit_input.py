@@ -90,7 +90,7 @@ def test_a_second_audit_of_the_same_judge_is_refused_while_one_runs(tmp_path, sa
 
 def test_the_audit_function_lists_every_bad_argument():
     # before: alpha 5 stopped at the first check, a float count or a misspelt target was not named
-    from judgelab.audits import audit
+    from judgelab.stats.audits import audit
     plain = pd.DataFrame(dict(item_id=_items('summeval'), dimension='coherence', score=[1, 2, 3]))
     with pytest.raises(ValueError) as e: audit(plain, 'summeval', alpha=5, n_perm=1.5, targets=['coherense'], exclude_dims=['fluencyy'])
     msg = str(e.value)

@@ -2,9 +2,9 @@
 
 import numpy as np, pandas as pd, pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
-from judgelab.corrgap import (corrgap, split_groups, synthetic_dependence, corrgap_matrix, split_counts, human_baseline, simulate_raters, sigma_for_alpha, _GapEngine)
+from judgelab.stats.corrgap import (corrgap, split_groups, synthetic_dependence, corrgap_matrix, split_counts, human_baseline, simulate_raters, sigma_for_alpha, _GapEngine)
 from judgelab.stats import correlation, corr
-from judgelab.corrgap import dependence_weight
+from judgelab.stats.corrgap import dependence_weight
 
 @st.composite
 def triples(draw):
@@ -84,7 +84,7 @@ def test_degenerate_inputs_give_nan_never_raise(method):
 
 def test_matrix_on_published_judge_has_bh_pvalues():
     from judgelab.data import load
-    from judgelab.judgments import load_judgments
+    from judgelab.data.judgments import load_judgments
     ds = load('opinsummeval')
     cm = corrgap_matrix(load_judgments('opinsummeval', 'chatgpt_cot'), ds, n_perm=199, n_boot=50)
     assert cm.G.shape == (4, 3 + 1) or cm.G.shape[0] == 4
@@ -94,7 +94,7 @@ def test_matrix_on_published_judge_has_bh_pvalues():
         corrgap_matrix(load_judgments('hanna', 'chhun2024'), load('hanna'))
 
 def test_matrix_takes_a_dataset_name_and_reports_the_human_baseline():
-    from judgelab.judgments import load_judgments
+    from judgelab.data.judgments import load_judgments
     cm = corrgap_matrix(load_judgments('opinsummeval', 'chatgpt_cot'), 'opinsummeval', n_perm=99, n_boot=50)
     need = ['gap', 'r_low', 'r_high', 'n_low', 'p', 'p_bh', 'gap_human', 'gap_judge_loo', 'excess', 'excess_lo', 'excess_hi',
             'p_excess', 'p_excess_bh']
@@ -189,14 +189,14 @@ def test_h4_permutation_test_is_calibrated_on_real_human_means(name):
 
 def test_matrix_of_a_judge_whose_replies_all_failed_has_nan_rows():
     # found when the embedded model parsed 0 of 2 replies: corrgap_audit dropped the judge and corrgap_matrix raised StopIteration
-    from judgelab.judgments import load_judgments
+    from judgelab.data.judgments import load_judgments
     j = load_judgments('opinsummeval', 'chatgpt_cot')
     j = j[j.item_id.isin(j.item_id.unique()[:2])].assign(parse_ok=False, score=np.nan)
     cm = corrgap_matrix(j, 'opinsummeval', n_perm=9, n_boot=5)
     assert len(cm.long) == 12 and cm.long.gap.isna().all() and cm.long.excess.isna().all()
 
 def test_strata_masks_pick_exactly_half_of_each_stratum_per_row():
-    from judgelab.corrgap import _strata_masks
+    from judgelab.stats.corrgap import _strata_masks
     rng = np.random.default_rng(0); strata = rng.integers(0, 5, 40)
     members = [np.nonzero(strata == v)[0] for v in np.unique(strata)]; sizes = [len(m)//2 for m in members]
     M = _strata_masks(members, sizes, 500, np.random.default_rng(1), 40, False)
@@ -230,7 +230,7 @@ def test_split_counts_copies_equal_expanded_split_with_ties_across_categories(se
 @pytest.mark.parametrize('xkind', ['continuous', 'continuous_with_ties', 'discrete'])
 def test_spearman_engine_rank_compression_equals_uncompressed_and_scipy(xkind):
     # continuous predictions are read in x order (no per-item runs); pairs are counted when few: both equal per-mask ranking
-    from judgelab.corrgap import _SpearmanGaps
+    from judgelab.stats.corrgap import _SpearmanGaps
     rng = np.random.default_rng(3); n = 120
     y = rng.integers(2, 11, n)/2
     x = {'continuous': rng.normal(size=n), 'continuous_with_ties': np.round(rng.normal(size=n), 1),
@@ -270,7 +270,7 @@ def test_fractional_gap_is_invariant_to_row_order_and_ids(method):
 
 def test_fractional_human_baseline_is_invariant_and_equals_corrgap():
     from judgelab.data import load
-    ds = load('summeval'); from judgelab.corrgap import rater_slots
+    ds = load('summeval'); from judgelab.stats.corrgap import rater_slots
     Rt, Ro = rater_slots(ds, 'coherence').values, rater_slots(ds, 'fluency').values
     p = ds.human_mean().coherence.values + np.random.default_rng(0).normal(0, .5, len(Rt)); docs = ds.items.doc_id.values
     ids = ds.items.item_id.values; perm = np.random.default_rng(2).permutation(len(p))
@@ -326,7 +326,7 @@ def test_weighted_correlations_match_their_definitions():
     assert np.isnan(_GapEngine(x, y, 'pearson')._corr_counts(np.r_[np.full(2, 1.4), np.zeros(n - 2)][None])[0])   # weight < 3
 
 def test_fractional_permutation_test_keeps_weights_and_is_calibrated():
-    from judgelab.corrgap import _fill_weights
+    from judgelab.stats.corrgap import _fill_weights
     rng = np.random.default_rng(0); w = rng.integers(1, 6, 20)/5; members = [np.arange(8), np.arange(8, 20)]
     q = [w[m].sum()/2 for m in members]
     for KL in _fill_weights(members, q, w, 50, rng, 20, chunk=20):
@@ -350,7 +350,7 @@ def test_ties_option_is_checked_everywhere():
         with pytest.raises(ValueError, match="ties must be"): f()
 
 def _null_cell(alpha, ratio, n_data, n_items=400, n_sim=30, w=0.0, halo=0.0, bias=0.0):
-    from judgelab.corrgap import matched_null, simulate_raters, sigma_for_alpha
+    from judgelab.stats.corrgap import matched_null, simulate_raters, sigma_for_alpha
     s = sigma_for_alpha(alpha); out = []
     for d in range(n_data):
         sim = simulate_raters(n_items, sigma=s, judge_sigma=ratio*s, w=w, halo=halo, bias=bias, seed=500 + d)
@@ -370,7 +370,7 @@ def test_matched_null_removes_the_reliability_bias_of_the_excess():
 
 def test_matched_null_is_invariant_to_row_order_and_ids():
     "The null's draws belong to items in a canonical order: shuffled rows and renamed ids give the identical numbers."
-    from judgelab.corrgap import matched_null, simulate_raters, sigma_for_alpha
+    from judgelab.stats.corrgap import matched_null, simulate_raters, sigma_for_alpha
     sim = simulate_raters(300, sigma=sigma_for_alpha(0.45), judge_sigma=0.5, per_doc=5, seed=2)
     P = {'a': sim['pred'], 'b': np.clip(sim['pred'] + (np.arange(300) % 3 == 0), 1, 5)}
     ids = np.array([f'item{i:04d}' for i in range(300)])
@@ -382,7 +382,7 @@ def test_matched_null_is_invariant_to_row_order_and_ids():
     assert np.allclose(r0[cols].to_numpy(float), r1[cols].to_numpy(float), rtol=0, atol=1e-12), (r0[cols], r1[cols])
 
 def test_matched_null_p_is_the_predictive_t_of_its_simulations():
-    from judgelab.corrgap import matched_null, simulate_raters, sigma_for_alpha
+    from judgelab.stats.corrgap import matched_null, simulate_raters, sigma_for_alpha
     from scipy import stats
     sim = simulate_raters(300, sigma=sigma_for_alpha(0.45), seed=5)
     r = matched_null({'j': sim['pred']}, sim['R_t'], sim['R_o'], n_sim=12, seed=1, keep_sims=True).iloc[0]
@@ -394,7 +394,7 @@ def test_matched_null_p_is_the_predictive_t_of_its_simulations():
     assert r.p_corrected_mc == (1 + np.sum(s >= r.excess - 1e-12))/(n + 1)
 
 def test_matched_null_says_when_raters_do_not_agree():
-    from judgelab.corrgap import matched_null
+    from judgelab.stats.corrgap import matched_null
     rng = np.random.default_rng(0); R = rng.integers(1, 6, (200, 3)).astype(float); O = rng.integers(1, 6, (200, 3)).astype(float)
     r = matched_null({'j': R.mean(1) + rng.normal(0, 1, 200)}, R, O, n_sim=5).iloc[0]
     assert r.n_sim == 0 and r.null_note.startswith('not identified: mean correlation between rater slots')
@@ -404,7 +404,7 @@ def test_matched_null_says_when_raters_do_not_agree():
 def test_point_estimates_of_judges_with_different_items_equal_one_judge_at_a_time():
     """The batched point estimates (each judge's scored items a 0/1 weight row of one split per rater slot, all judges'
     correlations at once) equal the per-judge path (forced here by a callable `bins`, which the batch does not take)."""
-    from judgelab.corrgap import human_baseline, simulate_raters
+    from judgelab.stats.corrgap import human_baseline, simulate_raters
     sim = simulate_raters(300, sigma=0.8, judge_sigma=0.5, seed=3); rng = np.random.default_rng(1); P = {}
     for j in range(5):
         v = (sim['pred'] + rng.integers(-1, 2, 300)*(j % 2)).astype(float); v[rng.choice(300, 10*j, replace=False)] = np.nan; P[f'j{j}'] = v
@@ -480,9 +480,9 @@ def test_audit_numbers_do_not_change_when_rows_are_shuffled_and_items_renamed():
     weight) and of the quality groups is the same on a copy of the dataset whose items are renamed and whose rows (items,
     human ratings, judgments) are shuffled: the random draws follow a canonical item order, not the rows or the ids."""
     from judgelab.data import load, Dataset
-    from judgelab.judgments import load_judgments, list_judgments
-    from judgelab.corrgap import corrgap_audit
-    from judgelab.audits import quality_table
+    from judgelab.data.judgments import load_judgments, list_judgments
+    from judgelab.stats.corrgap import corrgap_audit
+    from judgelab.stats.audits import quality_table
     ds = load('topical_chat'); src = list_judgments('topical_chat').index[0]
     J = load_judgments('topical_chat', src)
     dims = ['coherence', 'engagingness', 'groundedness']; J = J[J.dimension.isin(dims)]

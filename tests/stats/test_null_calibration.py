@@ -5,7 +5,7 @@ excess - excess_null. `matched_null` refits every simulated dataset and widens i
 
 import os
 import numpy as np, pandas as pd
-from judgelab.corrgap import matched_null, simulate_raters, sigma_for_alpha
+from judgelab.stats.corrgap import matched_null, simulate_raters, sigma_for_alpha
 
 BASE = int(os.environ.get('JUDGELAB_NULL_TEST_SEED', '700'))     # the seed block (checked at 700, 1700, 2700)
 

@@ -1,4 +1,4 @@
-"""judgelab.reliability against pingouin, statsmodels and hand-computed cases; the project's CIs and FDR corrections cross-checked; the reliability template on a small case."""
+"""judgelab.stats.reliability against pingouin, statsmodels and hand-computed cases; the project's CIs and FDR corrections cross-checked; the reliability template on a small case."""
 
 import json, shutil, warnings
 from pathlib import Path
@@ -7,10 +7,11 @@ import pingouin as pg
 import papermill as pm
 import statsmodels.formula.api as smf
 from statsmodels.stats.multitest import multipletests
-from judgelab import data as D, judgments as JM
+from judgelab import data as D
+from judgelab.data import judgments as JM
 from judgelab.stats import corr, bootstrap_ci, fdr_adjust, fdr_reject
-from judgelab.corrgap import rater_slots, simulate_raters
-from judgelab.reliability import (icc, human_reliability, judge_as_rater, partial_spearman, partial_excess, partial_audit,
+from judgelab.stats.corrgap import rater_slots, simulate_raters
+from judgelab.stats.reliability import (icc, human_reliability, judge_as_rater, partial_spearman, partial_excess, partial_audit,
                                   compare_excess, partial_null, mixed_excess)
 from tests.conftest import ROOT
 

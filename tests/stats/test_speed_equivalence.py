@@ -10,7 +10,7 @@ import numpy as np, pandas as pd
 import pytest
 from scipy import stats as ss
 from judgelab import stats as ST
-from judgelab import corrgap as CG
+from judgelab.stats import corrgap as CG
 
 def ref_alt_test(llm, humans, scoring, epsilon, min_humans_per_instance=2, min_instances_per_human=30):
     "The alt-test's per-annotator p-values and rho, one instance at a time (the definition, no vectorisation)."
@@ -69,7 +69,7 @@ def test_alt_test_falls_back_to_the_loop():
 def test_alt_test_hanna_judge_equals_reference():
     "A published HANNA judge, every dimension and pooled, as `alt_test_table` builds the inputs."
     from judgelab.data import load
-    from judgelab.judgments import load_judgments, list_judgments
+    from judgelab.data.judgments import load_judgments, list_judgments
     ds = load('hanna'); J = load_judgments('hanna', list_judgments('hanna').index[0])
     jm = J[['judge', 'model']].drop_duplicates().iloc[0]; Jj = J[(J.judge == jm.judge) & (J.model == jm.model)]
     dims = [d for d in ds.spec.dim_names if d != 'overall' and d in set(Jj.dimension)]
