@@ -7,7 +7,7 @@ __version__ = "0.3.0"
 __all__ = []
 
 # %% ../nbs/15_init.ipynb #893c59ee
-_LAZY = {'audit': ('audits', 'audit'), 'Audit': ('audits', 'Audit')}
+_LAZY = {'audit': ('stats.audits', 'audit'), 'Audit': ('stats.audits', 'Audit')}
 
 def __getattr__(name):
     "Top-level names resolved on first use: `audit`, `Audit`, and every judgelab module (`judgelab.stats`, ...)."
@@ -24,3 +24,21 @@ def __getattr__(name):
 
 # %% ../nbs/15_init.ipynb #b16303e3
 def __dir__(): return sorted(set(globals()) | set(_LAZY))
+
+# %% ../nbs/15_init.ipynb #931fff9b
+import sys, importlib.abc
+
+_MOVED = {'judgments': 'data.judgments', 'prompts': 'llm.prompts', 'parse': 'llm.parse', 'backends': 'llm.backends', 'cache': 'llm.cache',
+          'models': 'llm.models', 'corrgap': 'stats.corrgap', 'reliability': 'stats.reliability', 'audits': 'stats.audits',
+          'judges': 'methods.judges', 'checklist': 'methods.checklist', 'decompose': 'methods.decompose', 'dimcheck': 'methods.dimcheck',
+          'tables': 'report.tables', 'sweep_config': 'run.config', 'sweep_deps': 'run.deps', 'sweep': 'run.sweep', 'commands': 'run.commands'}
+
+class _Moved(importlib.abc.MetaPathFinder):
+    "The last finder on `sys.meta_path`: an import of a module judgelab 0.3 moved fails with its new name."
+    def find_spec(self, name, path=None, target=None):
+        pkg, _, old = name.partition('.')
+        if pkg == __name__ and old in _MOVED:   # no name= on the error: `from judgelab import corrgap` shows this message too
+            raise ModuleNotFoundError(f"{name} moved to {__name__}.{_MOVED[old]} in judgelab 0.3.0 (CHANGELOG.md lists every move)")
+        return None
+
+if not any(isinstance(f, _Moved) for f in sys.meta_path): sys.meta_path.append(_Moved())
