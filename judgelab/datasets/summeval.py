@@ -8,7 +8,7 @@ from ..data import register, get_spec, human_rows, DataError
 from ..data.judgments import reader, judgment_rows, range_checked, parsed_row, pooled_correlations, parse_rts, parse_choice, parse_stars
 
 # %% auto #0
-__all__ = ['load_raw', 'crowd_ratings', 'read_alttest', 'read_llm_summeval']
+__all__ = ['load_raw', 'crowd_ratings', 'read_alttest', 'read_llm_summeval', 'pairwise_outcomes', 'read_llm_summeval_pairwise']
 
 # %% ../../nbs/datasets/summeval.ipynb #dd86ec72
 @register('summeval')
@@ -164,3 +164,60 @@ def read_llm_summeval(ds, d):
         lo, hi = ds.dim(dim).lo, ds.dim(dim).hi
         rows.append(parsed_row(ds, iid, dim, method, model, _LS_PARSE[method](text, lo, hi), text))
     return judgment_rows(rows)
+
+# %% ../../nbs/datasets/summeval.ipynb #2fbe0081
+_H2H_PAIRS = [('M22', 'M23'), ('M23', 'M17'), ('M17', 'M12'), ('M12', 'M13'), ('M13', 'M15'), ('M15', 'M14'),
+              ('M14', 'M8'), ('M8', 'M9'), ('M9', 'M10'), ('M10', 'M20'), ('M20', 'M11')]
+
+def _h2h_choice(resp):
+    "utils.py extract_choice's reading of a reply as a letter 'A', 'B' or 'C', or None where their code prints 'have trouble extracting'."
+    r = resp.strip()
+    if len(r) != 1:
+        m = re.search(r'summary ([abc])', resp.lower()) or re.search(r'^([abc])[\s.:]', resp.lower())
+        r = m.group(1) if m else r
+    return r.upper() if r.upper() in ('A', 'B', 'C') else None
+
+# %% ../../nbs/datasets/summeval.ipynb #c7e5a637
+def _h2h_file(ds, f, first, second, dim, hm):
+    "The records of one .result file, their items and human scores checked: [(doc_id, reply)]."
+    recs = [json.loads(l) for l in f.read_text().splitlines() if l.strip()]
+    if len(recs) != 100 or len({r['id'] for r in recs}) != 100: raise DataError(f"LLM_summeval H2H {f.name}: {len(recs)} records, expected 100 documents")
+    for r in recs:
+        for s, h in ((first, r['human_score_1']), (second, r['human_score_2'])):
+            iid = f"{r['id']}__{s}"
+            if iid not in hm.index: raise DataError(f"LLM_summeval H2H {f.name}: unknown item {iid}")
+            if abs(hm.at[iid, dim] - h) > 1e-6: raise DataError(f"LLM_summeval H2H {f.name}: {iid} human score differs from the dataset's")
+    return [(r['id'], r['resp']) for r in recs]
+
+# %% ../../nbs/datasets/summeval.ipynb #f66dc2d9
+def pairwise_outcomes(ds, d):
+    "Every H2H comparison: doc_id, dimension, pair, order, the systems shown first and second, the reply, its letter and the winner ('tie', or None: a failure)."
+    hm = ds.human_mean()
+    rows = []
+    for m1, m2 in _H2H_PAIRS:
+        for dim in _LS_DIMS:
+            for order, (first, second) in (('original', (m1, m2)), ('swapped', (m2, m1))):
+                f = d/'judgments/llm_summeval_pairwise/comp_res/gpt-3.5-turbo-0301'/f"{m1}-{m2}_{dim}{'_toggle' if order == 'swapped' else ''}.result"
+                for doc, resp in _h2h_file(ds, f, m1, m2, dim, hm):
+                    c = _h2h_choice(resp)
+                    win = {'A': first, 'B': second, 'C': 'tie'}.get(c)
+                    rows.append(dict(doc_id=doc, dimension=dim, pair=f'{m1}-{m2}', order=order, first=first, second=second, reply=resp, choice=c, winner=win))
+    return pd.DataFrame(rows)
+
+# %% ../../nbs/datasets/summeval.ipynb #b8a7a04d
+def _h2h_rows(ds, o):
+    "Judgment rows from `pairwise_outcomes`: per comparison one row for each of its two systems, samples numbered per (item, dimension)."
+    rows, k = [], {}
+    for r in o.itertuples():
+        for s in (r.first, r.second):
+            iid = f'{r.doc_id}__{s}'
+            n = k[(iid, r.dimension)] = k.get((iid, r.dimension), -1) + 1
+            if r.winner is None: rows.append((iid, r.dimension, 'h2h', 'gpt-3.5-turbo-0301', np.nan, r.reply, n, False, 'no choice: neither A, B nor C'))
+            else: rows.append(range_checked(ds, iid, r.dimension, 'h2h', 'gpt-3.5-turbo-0301', 0.5 if r.winner == 'tie' else float(r.winner == s), r.reply, n, (0, 1)))
+    return judgment_rows(rows)
+
+# %% ../../nbs/datasets/summeval.ipynb #2b16253b
+@reader('summeval', 'llm_summeval_pairwise')
+def read_llm_summeval_pairwise(ds, d):
+    "The H2H judge's replies as per-system outcomes (1 win, 0.5 tie, 0 loss); an item's mean over its rows is its win rate."
+    return _h2h_rows(ds, pairwise_outcomes(ds, d))

@@ -10,7 +10,9 @@ from ..llm.parse import parse_rating
 from ..data.judgments import reader, judgment_rows, range_checked, parsed_row, pooled_correlations, parse_geval_sample, parse_batch
 
 # %% auto #0
-__all__ = ['read_analyze_rate', 'read_rate_explain', 'load_raw', 'read_unieval', 'read_closerlook_geval', 'read_batcheval']
+__all__ = ['read_analyze_rate', 'read_rate_explain', 'read_geval_no_auto_cot', 'read_llm_eval_no_cot',
+           'read_analyze_rate_auto_cot', 'read_rate_explain_auto_cot', 'load_raw', 'read_unieval',
+           'read_closerlook_geval', 'read_batcheval']
 
 # %% ../../nbs/datasets/topical_chat.ipynb #8bf4dbe3
 _TC_DIMS = {'Understandable': 'understandability', 'Natural': 'naturalness', 'Maintains Context': 'coherence',
@@ -61,6 +63,12 @@ def read_unieval(ds, d):
     return judgment_rows(rows)
 
 # %% ../../nbs/datasets/topical_chat.ipynb #72a587a4
+def _cl_rating_row(ds, iid, dim, kind, text, s):
+    "One sample read with `parse_rating`: a reply without a rating is a failure."
+    x, why = parse_rating(text)
+    if why is not None: return (iid, dim, kind, 'gpt-3.5-turbo-0613', np.nan, text, s, False, why)
+    return range_checked(ds, iid, dim, kind, 'gpt-3.5-turbo-0613', x, text, s)
+
 def _closerlook(kind):
     def read(ds, d):
         key = {(it.source, it.system): it.item_id for it in ds.items.itertuples()}
@@ -69,10 +77,7 @@ def _closerlook(kind):
             for r in json.loads((d/f'judgments/closerlook__gpt3.5_{code}_{kind}.json').read_text()):
                 iid = key.get((r['source'], r['system_id']))
                 if iid is None: raise DataError(f"Closer-Look {code}_{kind}: an item matches no Topical-Chat item")
-                for s, text in enumerate(r['all_responses']):
-                    x, why = parse_rating(text)
-                    row = range_checked(ds, iid, dim, kind, 'gpt-3.5-turbo-0613', x, text, s)
-                    rows.append(row if why is None else (iid, dim, kind, 'gpt-3.5-turbo-0613', np.nan, text, s, False, why))
+                rows += [_cl_rating_row(ds, iid, dim, kind, text, s) for s, text in enumerate(r['all_responses'])]
         return judgment_rows(rows)
     return read
 
@@ -82,16 +87,16 @@ read_rate_explain = reader('topical_chat', 'closerlook_rate_explain')(_closerloo
 # %% ../../nbs/datasets/topical_chat.ipynb #7dd4cfe0
 _CL_CODES = (('coh', 'coherence'), ('eng', 'engagingness'), ('gro', 'groundedness'), ('nat', 'naturalness'))
 
-def _cl_geval_items(ds, d):
-    "(item_id, dimension, [20 replies]) per record, the records' human scores checked against the dataset's means."
+def _cl_geval_items(ds, d, folder='closerlook_geval', mode='geval'):
+    "(item_id, dimension, [20 replies]) per record of mode `mode` in `folder`, the records' human scores checked against the dataset's means."
     key = {(it.source, it.system): it.item_id for it in ds.items.itertuples()}
     hm = ds.human_mean()
     out = []
     for code, dim in _CL_CODES:
-        for r in json.loads((d/f'judgments/closerlook_geval/gpt3.5_{code}_geval.json').read_text()):
+        for r in json.loads((d/f'judgments/{folder}/gpt3.5_{code}_{mode}.json').read_text()):
             iid = key.get((r['source'], r['system_id']))
-            if iid is None: raise DataError(f"Closer-Look {code}_geval: an item matches no Topical-Chat item")
-            if abs(float(r['scores'][dim]) - hm.at[iid, dim]) > 1e-6: raise DataError(f"Closer-Look {code}_geval: {iid} human score differs from the dataset's")
+            if iid is None: raise DataError(f"Closer-Look {code}_{mode}: an item matches no Topical-Chat item")
+            if abs(float(r['scores'][dim]) - hm.at[iid, dim]) > 1e-6: raise DataError(f"Closer-Look {code}_{mode}: {iid} human score differs from the dataset's")
             out.append((iid, dim, r['all_responses']))
     return out
 
@@ -115,9 +120,9 @@ def _geval_parse(output):
     except ValueError: return 0.0
 
 # %% ../../nbs/datasets/topical_chat.ipynb #7668f4a9
-def _cl_authors(ds, d, rule):
+def _cl_authors(ds, d, rule, folder='closerlook_geval', mode='geval'):
     rows = []
-    for iid, dim, resp in _cl_geval_items(ds, d):
+    for iid, dim, resp in _cl_geval_items(ds, d, folder, mode):
         if rule == 'authors':
             v = [_closerlook_parse(x) for x in resp]
             x = float(np.nanmean(v)) if np.isfinite(v).any() else np.nan
@@ -126,7 +131,7 @@ def _cl_authors(ds, d, rule):
             v = [_geval_parse(x) for x in resp]
             x = sum(v)/len(v)
             zero = sum(1 for t in resp if not re.match(r' ?[\d.]+', t))
-        rows.append(('geval', 'gpt-3.5-turbo-0613', iid, dim, x, f'{zero} of {len(resp)} samples read as 0' if zero else None))
+        rows.append((mode, 'gpt-3.5-turbo-0613', iid, dim, x, f'{zero} of {len(resp)} samples read as 0' if zero else None))
     return pd.DataFrame(rows, columns=['judge', 'model', 'item_id', 'dimension', 'score', 'note'])
 
 # %% ../../nbs/datasets/topical_chat.ipynb #d4d86ebd
@@ -162,6 +167,35 @@ def read_closerlook_geval(ds, d):
         lo, hi = ds.dim(dim).lo, ds.dim(dim).hi
         rows += [parsed_row(ds, iid, dim, 'geval', 'gpt-3.5-turbo-0613', parse_geval_sample(t, lo, hi), t, s) for s, t in enumerate(resp)]
     return judgment_rows(rows)
+
+# %% ../../nbs/datasets/topical_chat.ipynb #fa8fa265
+_CL_MORE = dict(geval_no_auto_cot='score', llm_eval_no_cot='score', analyze_rate_auto_cot='rating', rate_explain_auto_cot='rating')
+
+def _cl_more_rows(ds, d, mode):
+    "The samples of mode `mode` in closerlook_more, read as that mode's older sibling is read (one row per sample)."
+    rows = []
+    for iid, dim, resp in _cl_geval_items(ds, d, 'closerlook_more', mode):
+        if _CL_MORE[mode] == 'rating': rows += [_cl_rating_row(ds, iid, dim, mode, t, s) for s, t in enumerate(resp)]
+        else: rows += [parsed_row(ds, iid, dim, mode, 'gpt-3.5-turbo-0613', parse_geval_sample(t, ds.dim(dim).lo, ds.dim(dim).hi), t, s) for s, t in enumerate(resp)]
+    return judgment_rows(rows)
+
+# %% ../../nbs/datasets/topical_chat.ipynb #a2264b95
+def _cl_more(mode):
+    "Register mode `mode` of closerlook_more: its reader, the authors' scores (`_cl_authors`) and procedure (`_cl_procedure`)."
+    scores = lambda ds, d, rule: _cl_authors(ds, d, rule, 'closerlook_more', mode)
+    return reader('topical_chat', f'closerlook_{mode}', scores=scores, procedure=_cl_procedure)(lambda ds, d: _cl_more_rows(ds, d, mode))
+
+# %% ../../nbs/datasets/topical_chat.ipynb #f81ef7f7
+read_geval_no_auto_cot = _cl_more('geval_no_auto_cot')
+
+# %% ../../nbs/datasets/topical_chat.ipynb #b5d2d640
+read_llm_eval_no_cot = _cl_more('llm_eval_no_cot')
+
+# %% ../../nbs/datasets/topical_chat.ipynb #f1dd15e7
+read_analyze_rate_auto_cot = _cl_more('analyze_rate_auto_cot')
+
+# %% ../../nbs/datasets/topical_chat.ipynb #9156ebd7
+read_rate_explain_auto_cot = _cl_more('rate_explain_auto_cot')
 
 # %% ../../nbs/datasets/topical_chat.ipynb #0ac4af2d
 _BE_CODES = dict(coherence='coh', engagingness='eng', naturalness='nat', overall='ove', understandability='und')

@@ -158,7 +158,7 @@ def test_parse_choice_stars_geval_sample_and_batch():
 
 def test_file_groups_in_the_registry(tmp_path):
     se = D.DATASETS['summeval']
-    assert [g.name for g in se.file_groups] == ['llm_summeval', 'crowd', 'checkeval', 'geval', 'hypoeval']
+    assert [g.name for g in se.file_groups] == ['llm_summeval', 'crowd', 'checkeval', 'geval', 'hypoeval', 'llm_summeval_pairwise']
     assert len(se.files_of('llm_summeval')) == 437 and len(se.files_of('crowd')) == 12 and len(se.files_of(None)) == 3
     f = se.files_of('llm_summeval')[-1]
     assert f.path == 'judgments/llm_summeval/repo_code/utils.py' and f.url.endswith('bd7dde15817a88940c17574973ff03e750356daa/utils.py')
@@ -172,7 +172,7 @@ def test_file_groups_in_the_registry(tmp_path):
 
 def test_group_files_are_verified_and_recorded_as_one_input(tmp_path, monkeypatch):
     inp = JM.judgments_inputs('summeval')
-    keys = [k for k in inp if 'llm_summeval' in k]
+    keys = [k for k in inp if 'judgments/llm_summeval/' in k]
     assert len(keys) == 1 and '437 files' in keys[0] and re.fullmatch(r'[0-9a-f]{64}', inp[keys[0]])
     f = D.raw_dir('summeval')/D.DATASETS['summeval'].files_of('llm_summeval')[0].path
     orig = f.read_bytes()
