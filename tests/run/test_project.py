@@ -62,7 +62,7 @@ LIB = ROOT/'judgelab'
 # A package is named by its folder ('stats' is judgelab/stats/__init__.py); the folders are bands of layers (checked below).
 LAYERS = [['core'], ['llm'], ['llm.prompts', 'llm.parse'], ['llm.backends', 'llm.cache'], ['llm.models'], ['data'], ['data.judgments'],
           ['datasets', 'datasets.*'], ['stats'], ['stats.corrgap'], ['stats.audits', 'stats.reliability'], ['methods.judges'],
-          ['methods.checklist', 'methods.decompose', 'methods.dimcheck'], ['methods'], ['report'], ['report.tables'],
+          ['methods.checklist', 'methods.decompose', 'methods.dimcheck'], ['methods'], ['report'], ['report.tables', 'report.judge_run'],
           ['run', 'run.config'], ['run.deps'], ['run.sweep'], ['run.commands'], ['cli'], ['site']]
 
 def _lib_modules()->list:
@@ -310,6 +310,14 @@ def test_median_exported_cell_is_short():
     import statistics
     sizes = [len([l for l in code.split('\n') if l.strip()]) for _, code in _exported_cells()]
     assert statistics.median(sizes) <= 12, statistics.median(sizes)
+
+def test_template_cells_are_short():
+    "Templates call the library: every code cell of an experiment template is at most 15 lines, its parameters cell aside."
+    bad = [(nb.name, i, n) for nb in sorted((ROOT/'nbs'/'experiments').glob('*.ipynb'))
+           for i, c in enumerate(json.loads(nb.read_text())['cells'])
+           if c['cell_type'] == 'code' and 'parameters' not in c.get('metadata', {}).get('tags', [])
+           and (n := len(''.join(c['source']).splitlines())) > 15]
+    assert not bad, bad
 
 def test_one_fake_model_in_the_whole_tree():
     "Tests, benchmarks and notebooks use `judgelab.llm.ScriptedBackend`: no other class stands in for a backend."
