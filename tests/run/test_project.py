@@ -1,7 +1,8 @@
 """The compendium's own contracts: pins, templates, README, layout."""
 
 from pathlib import Path
-import configparser, json, re, subprocess
+import configparser, json, os, re, subprocess
+import pytest
 import yaml
 import ast
 import importlib, inspect
@@ -310,6 +311,16 @@ def test_median_exported_cell_is_short():
     import statistics
     sizes = [len([l for l in code.split('\n') if l.strip()]) for _, code in _exported_cells()]
     assert statistics.median(sizes) <= 12, statistics.median(sizes)
+
+@pytest.mark.parametrize('nb', ['00_core.ipynb', 'report/11c_judge_run.ipynb'])
+def test_notebook_tests_leave_the_outputs_folder_as_they_found_it(nb, monkeypatch, tmp_path):
+    """`nbdev_test` runs several notebooks in one process: a notebook's test that dropped JUDGELAB_OUTPUTS (00_core did)
+    sent the next notebook's files into the committed outputs/ folder."""
+    from nbdev.test import test_nb
+    monkeypatch.setenv('JUDGELAB_OUTPUTS', str(tmp_path))
+    monkeypatch.delenv('JUDGELAB_RUN_ID', raising=False)
+    ok, _ = test_nb(ROOT/'nbs'/nb)
+    assert ok and os.environ.get('JUDGELAB_OUTPUTS') == str(tmp_path) and 'JUDGELAB_RUN_ID' not in os.environ
 
 def test_template_cells_are_short():
     "Templates call the library: every code cell of an experiment template is at most 15 lines, its parameters cell aside."
