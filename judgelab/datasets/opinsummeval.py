@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import numpy as np, pandas as pd
 from ..data import register, human_rows, DataError
-from ..llm.parse import parse_labelled
-from ..data.judgments import reader, judgment_rows, range_checked
+from ..llm.parse import Parsed, parse_labelled
+from ..data.judgments import reader, judgment_rows, parsed_row, range_checked
 
 # %% auto #0
 __all__ = ['load_raw', 'read_chatgpt_cot', 'read_chatgpt_handcraft', 'read_geval_ada']
@@ -52,8 +52,7 @@ def read_chatgpt_cot(ds, d):
                 text = rep['content']
                 iid = f'case{r["case"]:03d}__{sysname}'
                 x, why = parse_labelled(text, label)
-                rows.append(range_checked(ds, iid, dim, 'geval_cot', 'gpt-3.5-turbo', x, text) if why is None
-                            else (iid, dim, 'geval_cot', 'gpt-3.5-turbo', np.nan, text, 0, False, why))
+                rows.append(parsed_row(ds, iid, dim, 'geval_cot', 'gpt-3.5-turbo', Parsed(x, why), text))
     return judgment_rows(rows)
 
 # %% ../../nbs/datasets/opinsummeval.ipynb #4e7b2a95
@@ -68,8 +67,7 @@ def read_chatgpt_handcraft(ds, d):
             iid = f'case{r["case"]:03d}__{sysname}'
             for dim, labels in _OPIN_HC.items():
                 x, why = parse_labelled(text, labels, fallback=None)
-                rows.append(range_checked(ds, iid, dim, 'handcraft', 'gpt-3.5-turbo', x, text) if why is None
-                            else (iid, dim, 'handcraft', 'gpt-3.5-turbo', np.nan, text, 0, False, why))
+                rows.append(parsed_row(ds, iid, dim, 'handcraft', 'gpt-3.5-turbo', Parsed(x, why), text))
     return judgment_rows(rows)
 
 # %% ../../nbs/datasets/opinsummeval.ipynb #801189ed
