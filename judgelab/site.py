@@ -26,7 +26,7 @@ from .data import judgments
 from .stats import corrgap, audits, reliability
 from .methods import judges, checklist, decompose, dimcheck
 from . import methods, report, cli
-from .report import tables
+from .report import tables, judge_run
 from .run import config as sweep_config, deps as sweep_deps, sweep, commands
 from .core import paths
 from .report import _caption
@@ -562,7 +562,7 @@ def _lib_notebooks(nbs_dir:Path)->list:
     return out
 
 MODULES = {m.__name__.removeprefix('judgelab.'): m for m in (core, llm, prompts, parse, backends, cache, models, data, judgments, stats, corrgap, audits,
-                                                  reliability, judges, checklist, decompose, dimcheck, methods, report, tables, sweep_config, sweep_deps, sweep,
+                                                  reliability, judges, checklist, decompose, dimcheck, methods, report, tables, judge_run, sweep_config, sweep_deps, sweep,
                                                   commands, cli)}
 
 # %% ../nbs/14_site.ipynb #0cb41633

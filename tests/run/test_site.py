@@ -46,9 +46,11 @@ def test_site_has_every_page_and_artifact(built):
     nbs = sorted(p for p in (ROOT/'papermill_runs'/SWEEP).rglob('*.ipynb') if not p.name.endswith('.failed.ipynb'))
     for nb in nbs:
         assert (built/'runs'/nb.relative_to(ROOT/'papermill_runs').with_suffix('.html')).exists(), nb
-    libs = sorted((ROOT/'nbs').glob('[0-9][0-9]*_*.ipynb'))
+    # every library notebook, in nbs/ and its layer folders (0.3), and the datasets' notebooks; a package's page is named without .__init__
+    libs = sorted((ROOT/'nbs').rglob('[0-9][0-9]*_*.ipynb')) + sorted((ROOT/'nbs'/'datasets').glob('*.ipynb'))
+    assert len(libs) > 30 and {nb.parent.name for nb in libs} >= {'llm', 'data', 'datasets', 'stats', 'methods', 'report', 'run'}, libs
     for nb in libs: assert (built/'lib'/f'{nb.stem}.html').exists(), nb
-    mods = {re.search(r'#\|\s*default_exp\s+([\w.]+)', nb.read_text()).group(1) for nb in libs}
+    mods = {re.search(r'#\|\s*default_exp\s+([\w.]+)', nb.read_text()).group(1).removesuffix('.__init__') for nb in libs}
     assert {p.stem for p in (built/'api').glob('*.html')} == mods
     arts = S.site_artifacts(ROOT/'outputs', SWEEP, ROOT)
     index = (built/'index.html').read_text()
