@@ -77,13 +77,13 @@ def test_run_ids_folders_and_staleness(repo, tmp_path, monkeypatch):
     clone = tmp_path/'clone'
     shutil.copytree(repo, clone, copy_function=shutil.copy, ignore=shutil.ignore_patterns('__pycache__', 'locks', 'incomplete'))
     later = time.time() + 60
-    for p in list((clone/'judgelab').glob('*.py')) + list((clone/'nbs').rglob('*.ipynb')): os.utime(p, (later, later))
+    for p in list((clone/'judgelab').rglob('*.py')) + list((clone/'nbs').rglob('*.ipynb')): os.utime(p, (later, later))
     monkeypatch.setenv('PYTHONPATH', str(clone))
     assert {v[0] for v in states(clone, clone/'s.yaml').values()} == {'done'}
     monkeypatch.setenv('PYTHONPATH', str(repo))
 
     # editing the parser marks the runs whose template imports it (and the run that reads them) stale, nothing else
-    with open(repo/'judgelab'/'parse.py', 'a') as f: f.write('\n# an edit\n')
+    with open(repo/'judgelab'/'llm'/'parse.py', 'a') as f: f.write('\n# an edit\n')
     st = states(repo, cfg)
     assert {k: v[0] for k, v in st.items()} == {J1: 'stale', J2: 'stale', 's/other': 'done', 's/paper': 'stale'}, st
     assert 'updated input' in st[J1][1], st

@@ -173,9 +173,12 @@ def test_reliability_template_small(tmp_path, tmp_outputs):
         for ext in ('csv', 'md', 'tex'): assert (T/f'{stem}.{ext}').exists(), stem
     assert (tmp_outputs/'figures'/'reliability.png').stat().st_size > 1000
     icc_t = pd.read_csv(T/'reliability_icc.csv'); assert set(icc_t.dataset) == {'topical_chat', 'opinsummeval', 'qags'}
-    pairs = pd.read_csv(T/'reliability_partial_pairs.csv'); assert len(pairs) == 84 + 36
+    pairs = pd.read_csv(T/'reliability_partial_pairs.csv')
+    audited = sum(len(pd.read_csv(AUDIT/d/'tables'/f'audit_{d}_corrgap_pairs.csv')) for d in ('topical_chat', 'opinsummeval'))
+    assert len(pairs) == audited, (len(pairs), audited)          # one partial-correlation row per audited (judge, target, non-target) pair
     agree = pd.read_csv(T/'reliability_partial_vs_corrgap.csv').set_index('dataset')
-    assert agree.loc['all', 'pairs'] == 120 and agree.loc['all', 'judges'] == 8
+    judges = sum(pd.read_csv(AUDIT/d/'tables'/f'audit_{d}_corrgap_pairs.csv')[['judge', 'model']].drop_duplicates().shape[0] for d in ('topical_chat', 'opinsummeval'))
+    assert agree.loc['all', 'pairs'] == audited and agree.loc['all', 'judges'] == judges, (agree.loc['all'], audited, judges)
     mix = pd.read_csv(T/'reliability_mixed_model.csv'); assert len(mix) == 4 and mix.estimate.notna().all()
     rows = [json.loads(l) for l in (tmp_outputs/'manifest.jsonl').read_text().splitlines()]
     assert all(r['notebook'] == 'nbs/experiments/reliability.ipynb' and r['parameters']['runs'] == runs for r in rows)
