@@ -19,10 +19,10 @@ from ..core import paths, record_manifest, sha256_file, _rel
 # %% auto #0
 __all__ = ['MIN_FONT', 'MIN_ANNOT', 'DATASET_LABELS', 'MODEL_LABELS', 'PROMPT_LABELS', 'NA_COLOR', 'HEADERS', 'DIM_COLUMNS',
            'set_style', 'small_text', 'dataset_label', 'dim_label', 'model_label', 'prompt_label', 'judge_label',
-           'heatmap', 'heatmap_note', 'add_note', 'ci_errorbar', 'header', 'latex_escape', 'judge_names',
-           'display_names', 'latex_table', 'md_cell', 'save_table', 'save_figure', 'save_text', 'relpath', 'Report',
-           'run_dirs', 'run_outputs', 'run_id', 'run_judgment_files', 'collect_judgments', 'manifests',
-           'write_outputs_index']
+           'heatmap', 'heatmap_note', 'add_note', 'ci_errorbar', 'corrgap_series', 'f3', 'n_of', 'header',
+           'latex_escape', 'judge_names', 'display_names', 'latex_table', 'md_cell', 'save_table', 'save_figure',
+           'save_text', 'relpath', 'Report', 'run_dirs', 'run_outputs', 'run_id', 'run_judgment_files',
+           'collect_judgments', 'manifests', 'write_outputs_index']
 
 # %% ../../nbs/report/11_report.ipynb #651f85db
 MIN_FONT = 8      # points: the smallest text of a saved figure (tick labels, legends, notes)
@@ -194,6 +194,26 @@ def ci_errorbar(ax, # the axes
         if horizontal: ax.errorbar(mid, pos[ok], xerr=half, fmt='none', ecolor=pt.get_color(), elinewidth=1.1, zorder=2)
         else: ax.errorbar(pos[ok], mid, yerr=half, fmt='none', ecolor=pt.get_color(), elinewidth=1.1, zorder=2)
     return pt
+
+# %% ../../nbs/report/11_report.ipynb #c3bdfbfe
+def corrgap_series(ax, # horizontal axes, one row per judge or method at `y`
+                   y, t:pd.DataFrame, # rows with gap, gap_human, excess, excess_lo, excess_hi
+                  ):
+    "CorrGap's three readings of each row: raw (squares), one human rater's (triangles), the excess over the raters with its CI (circles), and the zero line."
+    ax.axvline(0, color='grey', lw=0.8, ls='--', zorder=1)
+    ax.plot(t.gap, y, 's', color='C1', ms=5, label='raw CorrGap', zorder=3)
+    ax.plot(t.gap_human, y, '^', color='C2', ms=5, label='one human rater (baseline)', zorder=3)
+    ci_errorbar(ax, y, t.excess, t.excess_lo, t.excess_hi, color='C0', label='excess over the raters (95% CI)')
+
+# %% ../../nbs/report/11_report.ipynb #1ebcb2dc
+def f3(x)->str:
+    "A number with three decimals; 'NaN' for a missing or infinite one."
+    return 'NaN' if x is None or not np.isfinite(x) else f'{x:.3f}'
+
+# %% ../../nbs/report/11_report.ipynb #c17dff61
+def n_of(n:int, word:str, many:str|None=None)->str:
+    "`n` and the word, in the plural unless n is 1 (`many`: an irregular plural)."
+    return f"{n} {word if n == 1 else many or word + 's'}"
 
 # %% ../../nbs/report/11_report.ipynb #2d34e0d8
 HEADERS = dict(corr_sample='corr. (sample)', ci_lo='CI low', ci_hi='CI high', p_bh='p (BH)', p_excess='p excess', p_excess_bh='p excess (BH)',

@@ -17,24 +17,14 @@ from ..methods.judges import select_items
 from ..methods.dimcheck import edit_rate, edit_rate_by_other
 from ..stats import correlation_table
 from ..stats.corrgap import corrgap_audit
-from . import ci_errorbar, dataset_label, dim_label, model_label, prompt_label, relpath
+from . import ci_errorbar, corrgap_series, dataset_label, dim_label, f3, model_label, n_of, prompt_label, relpath
 
 # %% auto #0
-__all__ = ['CT_COLS', 'CG_COLS', 'CGS_COLS', 'DC_COLS', 'COST_COLS', 'f3', 'n_of', 'counted_notes', 'no_machine_paths',
-           'backend_kwargs', 'plan_table', 'run_plan', 'judged_table', 'status_text', 'judged_text',
-           'judge_correlations', 'correlations_figure', 'correlations_text', 'sample_spearman', 'judge_corrgap',
-           'corrgap_figure', 'corrgap_text', 'dimcheck_comparison', 'dimcheck_text', 'dimcheck_edits', 'cost_table',
-           'cost_per_pair', 'cost_figure', 'cost_text', 'example_judgments', 'examples_text']
-
-# %% ../../nbs/report/11c_judge_run.ipynb #d4734fbe
-def f3(x)->str:
-    "A number with three decimals; 'NaN' for a missing or infinite one."
-    return 'NaN' if x is None or not np.isfinite(x) else f'{x:.3f}'
-
-# %% ../../nbs/report/11c_judge_run.ipynb #addade7c
-def n_of(n:int, word:str, many:str|None=None)->str:
-    "`n` and the word, in the plural unless n is 1 (`many`: an irregular plural)."
-    return f"{n} {word if n == 1 else many or word + 's'}"
+__all__ = ['CT_COLS', 'CG_COLS', 'CGS_COLS', 'DC_COLS', 'COST_COLS', 'counted_notes', 'no_machine_paths', 'backend_kwargs',
+           'plan_table', 'run_plan', 'judged_table', 'status_text', 'judged_text', 'judge_correlations',
+           'correlations_figure', 'correlations_text', 'sample_spearman', 'judge_corrgap', 'corrgap_figure',
+           'corrgap_text', 'dimcheck_comparison', 'dimcheck_text', 'dimcheck_edits', 'cost_table', 'cost_per_pair',
+           'cost_figure', 'cost_text', 'example_judgments', 'examples_text']
 
 # %% ../../nbs/report/11c_judge_run.ipynb #2d340180
 @contextlib.contextmanager
@@ -203,10 +193,7 @@ def corrgap_figure(cgs:pd.DataFrame, # `judge_corrgap`'s per-method summary
     ds = D.as_dataset(ds)      # a name or a loaded Dataset
     fig, ax = plt.subplots(figsize=(6.5, 0.4*len(cgs) + 1.6), layout='constrained')
     y = np.arange(len(cgs))
-    ax.axvline(0, color='grey', lw=0.8, ls='--', zorder=1)
-    ax.plot(cgs.gap, y, 's', color='C1', ms=5, label='raw CorrGap', zorder=3)
-    ax.plot(cgs.gap_human, y, '^', color='C2', ms=5, label='one human rater (baseline)', zorder=3)
-    ci_errorbar(ax, y, cgs.excess, cgs.excess_lo, cgs.excess_hi, color='C0', label='excess over the raters (95% CI)')
+    corrgap_series(ax, y, cgs)
     for yy in y[cgs.gap.isna().to_numpy()]: ax.text(0.01, yy, 'no value', transform=ax.get_yaxis_transform(), va='center', fontsize=8, color='grey')
     ax.set_yticks(y, [prompt_label(j) for j in cgs.judge])
     ax.set_ylim(len(cgs) - 0.5, -0.5)

@@ -17,7 +17,7 @@ from ..methods.judges import direct_regressor, summarize
 from ..methods.checklist import answer_table, load_checklist, question_agreement, score_agreement
 from ..methods.decompose import REGRESSOR_ORDER, aggregate, best_regressor, hypoeval_aggregate, hypoeval_hypotheses, split_indices
 from ..methods.dimcheck import edit_rate
-from . import add_note, ci_errorbar, dataset_label, dim_label, heatmap, heatmap_note, judge_label, run_id, run_judgment_files, run_outputs
+from . import add_note, ci_errorbar, corrgap_series, f3, n_of, dataset_label, dim_label, heatmap, heatmap_note, judge_label, run_id, run_judgment_files, run_outputs
 
 # %% auto #0
 __all__ = ['human_agreement', 'judges_agreement', 'alt_tests', 'alttest_figure', 'crowd_alt_tests', 'crowd_agreement',
@@ -1581,10 +1581,7 @@ def audit_excess_figure(jl:pd.DataFrame, # the audit's judge-level rows (without
     jlp = jl.assign(label=[judge_label(j, m) for j, m in zip(jl.judge, jl.model)]).sort_values('excess')
     fig, ax = plt.subplots(figsize=(6.5, 0.3*len(jlp) + 1.6), layout='constrained')
     y = np.arange(len(jlp))
-    ax.axvline(0, color='grey', lw=0.8, ls='--', zorder=1)
-    ax.plot(jlp.gap, y, 's', color='C1', ms=5, label='raw CorrGap', zorder=3)
-    ax.plot(jlp.gap_human, y, '^', color='C2', ms=5, label='one human rater (baseline)', zorder=3)
-    ci_errorbar(ax, y, jlp.excess, jlp.excess_lo, jlp.excess_hi, color='C0', label='excess over the raters (95% CI)')
+    corrgap_series(ax, y, jlp)
     if has_null: ax.plot(jlp.excess_corrected, y, 'D', color='C3', ms=5, label='excess corrected for the judge\'s reliability', zorder=4)
     ax.set_yticks(y, jlp.label)
     ax.set_ylim(-0.7, len(jlp) - 0.3)
@@ -1812,20 +1809,14 @@ def checklist_agreement(J:dict, method_of:dict, ds)->pd.DataFrame:
                 agree.append(row)
     return pd.DataFrame(agree, columns=['checklist', 'other', 'dimension', 'items', 'spearman', 'questions', 'same_answer', 'fleiss_kappa'])
 
-# %% ../../nbs/report/11b_tables.ipynb #cdaa59f8
-def _f3(x): return 'NaN' if x is None or not np.isfinite(x) else f'{x:.3f}'
-
-# %% ../../nbs/report/11b_tables.ipynb #5fe99027
-def _plural(n, word, many=None): return f"{n} {word if n == 1 else many or word + 's'}"
-
 # %% ../../nbs/report/11b_tables.ipynb #8d12f88a
 def checklist_text(answers:pd.DataFrame, agree:pd.DataFrame, checklists:list)->str:
     "`checklist_answers` and `checklist_agreement` in words (Markdown)."
     t = [f"**{r.method}** on {r.dimension}: {r.answered} of {r.asked} questions answered ({r.items} items x {r.questions}), {r.yes} yes." for r in answers.itertuples()]
     pair = agree[agree.other.isin(checklists)]
-    t += [f"{r.checklist} and {r.other} on {r.dimension}: " + (f"the same answer on {round(r.same_answer*r.questions)} of {_plural(int(r.questions), '(item, question) pair')} both answered "
-          f"(Fleiss' kappa {_f3(r.fleiss_kappa)})." if r.questions else "no question answered by both.") for r in pair.itertuples()]
+    t += [f"{r.checklist} and {r.other} on {r.dimension}: " + (f"the same answer on {round(r.same_answer*r.questions)} of {n_of(int(r.questions), '(item, question) pair')} both answered "
+          f"(Fleiss' kappa {f3(r.fleiss_kappa)})." if r.questions else "no question answered by both.") for r in pair.itertuples()]
     fin = agree.dropna(subset=['spearman'])
-    t.append(f"{len(fin)} of {len(agree)} checklist-vs-other score correlations could be computed" + (f" (median Spearman {_f3(fin.spearman.median())})." if len(fin) else
+    t.append(f"{len(fin)} of {len(agree)} checklist-vs-other score correlations could be computed" + (f" (median Spearman {f3(fin.spearman.median())})." if len(fin) else
              f": a correlation needs 3 items whose scores vary, and the methods shared at most {int(agree['items'].max()) if len(agree) else 0} here."))
     return ' '.join(t)
