@@ -90,6 +90,8 @@ def _sweep_parser(sub)->None:
     x.add_argument('--executor', help="a Snakemake executor plugin, e.g. 'slurm' (with --profile configs/slurm) or 'cluster-generic'")
     x.add_argument('--profile', help='a Snakemake profile folder, e.g. configs/slurm')
     x.add_argument('--gpus', type=int, default=1, help='GPUs on this machine for vLLM runs (default 1)')
+    x.add_argument('--llm-jobs', type=int, metavar='N', help='in-process llama.cpp runs at once (default: all of -j; each gets its share of '
+                   'the cores); lower it when a GGUF model is large for the RAM')
     x.add_argument('--no-progress', action='store_true', help="no Snakemake progress lines (the summary at the end only)")
     x.add_argument('--unlock', action='store_true', help='remove the lock a killed sweep left (when no other sweep runs here)')
     x.add_argument('--strict', action='store_true', help='exit 3 when a run finished degraded (e.g. a judge method parsed no score on a dimension); '

@@ -57,20 +57,21 @@ def run(method:str, # a name in `METHODS`
         items=None, # item ids (default: all, or a sample of n_items)
         n_items:int|None=None, # judge a seeded sample of this many items
         seed:int=0, # sampling seed (items and generation)
+        max_chars:int|None=None, # sample only among items whose texts total at most this many characters (None or 0: any)
         save:bool=False, # write <run folder>/judgments/<dataset>/<method>__<model>.parquet, with a manifest row
         progress:bool=True,
         **options)->pd.DataFrame:
     "Run judge `method` on a dataset: the judgments table (with cost and provenance columns)."
     check_options(method, options, dataset if isinstance(dataset, str) else getattr(dataset, 'name', None))
     ds, b, dims = resolve(dataset, backend, dims)
-    its = select_items(ds, items, n_items, seed)
+    its = select_items(ds, items, n_items, seed, max_chars)
     j = METHODS[method](ds, its, dims, b, seed=seed, progress=progress, **options)
     j.attrs.update(method=method, dataset=ds.name, model=b.identity())
     if save:
         name = j.attrs.get('file_method', method)
         rec = {k: _described(v) for k, v in options.items()}      # a table given as an option (DimCheck's analyses) is named, not dumped
         p = save_judgments(j, ds.name, name, b.identity(), dict(method=method, dataset=ds.name, model=b.identity(), dims=list(dims),
-                           n_items=n_items, items=len(its), seed=seed, options=rec), {f'{ds.name}/{f}': h for f, h in ds.hashes.items()})
+                           n_items=n_items, items=len(its), seed=seed, **(dict(max_chars=max_chars) if max_chars else {}), options=rec), {f'{ds.name}/{f}': h for f, h in ds.hashes.items()})
         j.attrs['path'] = str(p)
     return j
 
@@ -118,7 +119,7 @@ def _scratch_outputs():
 # %% ../../nbs/methods/10a_methods.ipynb #072c4c90
 def _probe(p, ds, seed):
     try:
-        its = select_items(ds, None, min(p['n_items'] or 2, 2), seed)    # two items: the method's own checks do not depend on how many
+        its = select_items(ds, None, min(p['n_items'] or 2, 2), seed, p.get('max_chars'))    # two items: the method's own checks do not depend on how many
         with _scratch_outputs(): METHODS[p['method']](ds, its, p['dims'], _Probe(), seed=seed, progress=False, **p['options'])
     except _Stop: return None
     except Exception as e: return f'{type(e).__name__}: {e}'
@@ -129,11 +130,15 @@ def method_plan(entries:list, # [{method, options?, dims?, n_items?, label?}] or
                 dims=None, # dimensions of the entries that name none (None or []: all)
                 n_items:int|None=None, # items of the entries that give none (None or 0: all)
                 seed:int=0, # item sampling seed (for the probe)
-               )->list: # per entry: dict(label, method, options, dims, n_items); n_items None means all
+                max_chars:int|None=None, # every entry samples only among items whose texts total at most this many characters (None or 0: any)
+               )->list: # per entry: dict(label, method, options, dims, n_items, max_chars); n_items None means all
     "Check a run's method entries before anything runs; every problem is reported in one ValueError."
     spec = D.get_spec(dataset) if isinstance(dataset, str) else getattr(dataset, 'spec', dataset)
     if not isinstance(entries, (list, tuple)) or not entries: raise ValueError(f"methods must be a non-empty list of entries {{{', '.join(ENTRY_KEYS)}}}, not {entries!r}")
     errs, plan = [], []
+    if max_chars is not None and (isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 0):
+        errs.append(f"max_chars must be an int >= 0 (0: any length), not {max_chars!r}")
+        max_chars = None
     def dims_of(names, where):
         out = []
         for d in ([names] if isinstance(names, str) else list(names or [])):
@@ -167,7 +172,7 @@ def method_plan(entries:list, # [{method, options?, dims?, n_items?, label?}] or
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0): errs.append(f"{where}: n_items must be an int >= 0 (0: all), not {n!r}")
         label = str(e.get('label') or file_method(m, opts))
         if not re.fullmatch(r'[A-Za-z0-9._-]+', label): errs.append(f"{where}: label {label!r} must be letters, digits, '.', '_' or '-' (it names a file)")
-        plan.append(dict(label=label, method=m, options=opts, dims=ds_, n_items=n or None, _at=where))
+        plan.append(dict(label=label, method=m, options=opts, dims=ds_, n_items=n or None, max_chars=max_chars or None, _at=where))
     for label, ps in pd.Series([p['_at'] for p in plan]).groupby([p['label'] for p in plan], sort=False):
         if len(ps) > 1: errs.append(f"{' and '.join(ps)} would both write judgments {label!r}: give all but one a 'label'")
     if not errs and isinstance(dataset, D.Dataset):

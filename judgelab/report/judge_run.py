@@ -58,7 +58,7 @@ def _run_entry(p, ds, b, seed):
     before, t0 = dict(b.stats), time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:       # a method's warnings become notes in the cost table
         warnings.simplefilter('always')
-        try: j, error = run(p['method'], ds, b, dims=p['dims'], n_items=p['n_items'], seed=seed, progress=False, **p['options']), ''
+        try: j, error = run(p['method'], ds, b, dims=p['dims'], n_items=p['n_items'], seed=seed, max_chars=p.get('max_chars'), progress=False, **p['options']), ''
         except Exception as e: j, error = None, no_machine_paths(f'{type(e).__name__}: {e}')      # parameters were checked by the plan
     rec = dict(label=p['label'], method=p['method'], status='ok' if j is not None else 'failed', error=error, wall_seconds=time.perf_counter() - t0,
                **{k: b.stats[k] - before[k] for k in ('hits', 'misses', 'generated')}, notes=no_machine_paths('; '.join(dict.fromkeys(str(w.message) for w in caught))))
@@ -90,7 +90,7 @@ def judged_table(plan:list, log:pd.DataFrame, J:dict, ds, seed:int)->pd.DataFram
     ds = D.as_dataset(ds)      # a name or a loaded Dataset
     rows = []
     for p, r in zip(plan, log.itertuples()):
-        c = JM.score_coverage(J.get(p['label']), p['dims'], len(select_items(ds, None, p['n_items'], seed))*len(p['dims']))
+        c = JM.score_coverage(J.get(p['label']), p['dims'], len(select_items(ds, None, p['n_items'], seed, p.get('max_chars')))*len(p['dims']))
         rows.append(dict(label=p['label'], method=p['method'], options=json.dumps(p['options'], sort_keys=True) if p['options'] else '',
                          dimensions=', '.join(p['dims']), items=J[p['label']].item_id.nunique() if p['label'] in J else 0,
                          status=c['status'], scored=c['scored'], pairs=c['pairs'], scored_share=c['scored_share'],

@@ -309,7 +309,7 @@ def _sweep(a):
         print("states: " + ', '.join(f'{k} {v}' for k, v in c.items()) + "; 'done' runs are skipped, all others run")
         return 0
     res = S.run_sweep(sw, jobs=a.jobs, force=a.force, only=only, progress=not a.no_progress, timeout=a.timeout,
-                      executor=a.executor, profile=a.profile, gpus=a.gpus)
+                      executor=a.executor, profile=a.profile, gpus=a.gpus, llm_jobs=a.llm_jobs)
     print(S.format_summary(res))
     if any(r.status in ('failed', 'blocked') for r in res): return 1
     if a.strict and (bad := [r for r in res if r.health == 'degraded']):

@@ -151,6 +151,7 @@ class Run:
     needs: list = field(default_factory=list) # experiments whose runs it reads
     line: int = 0
     template_defaults: dict = field(default_factory=dict) # the template's own values of parameters not set by the sweep
+    priority: int = 0 # Snakemake's rule priority: of the runs ready to start, the higher first (not part of the run's identity)
     @property
     def effective(self)->dict: return {**self.template_defaults, **self.parameters}
     @property
@@ -242,7 +243,7 @@ _TOP_TYPES = dict(name=(str, 'a string (letters, digits, _, -, .)'), description
 _EXP_TYPES = dict(template=(str, "a string: the template notebook's path from the repository root"), parameters=(dict, 'a mapping of parameter -> value'),
                   grid=((dict, list), 'a mapping of parameter -> list of values, or a list of such mappings'),
                   needs=(list, 'a list of names of experiments listed before it'), inputs=(list, 'a list of globs from the repository root'),
-                  description=(str, 'a string'))
+                  description=(str, 'a string'), priority=(int, 'an integer: runs of a higher priority start first when they are ready (default 0)'))
 
 def _kind(v)->str:
     "A YAML value's type in words, with the value when it is short."
@@ -300,7 +301,7 @@ def template_allowed(p:str|Path)->bool:
 # %% ../../nbs/run/12_sweep_config.ipynb #09ae90d8
 _UNSET = object()
 _TOP = {'name', 'description', 'defaults', 'experiments', 'kernel'}
-_EXP = {'template', 'parameters', 'grid', 'needs', 'inputs', 'description'}
+_EXP = {'template', 'parameters', 'grid', 'needs', 'inputs', 'description', 'priority'}
 _TYPES = dict(str=(str,), int=(int,), float=(int, float), bool=(bool,), list=(list,), dict=(dict,))
 
 @dataclass
@@ -492,7 +493,7 @@ def _experiment_runs(err, line, at:tuple, ename:str, e:dict, tpl:Path, declared:
                 if k in declared: seen_values.setdefault(k, []).append(own.get(k, tdefaults.get(k)))
             keep = not any(k in declared and own.get(k, tdefaults.get(k)) != v for k, v in match.items())
             _check_run(err, at, gat, g, combo, params, fixed, declared)
-            exp_runs.append(Run(ename, tpl, own, '', inputs, needs, line(gat), tdefaults))
+            exp_runs.append(Run(ename, tpl, own, '', inputs, needs, line(gat), tdefaults, int(e.get('priority') or 0)))
             run_at[id(exp_runs[-1])] = gat
             kept[id(exp_runs[-1])] = keep
     if not exp_runs: err(at + ('grid',), f"experiment {ename!r} expands to no run (an empty grid)")

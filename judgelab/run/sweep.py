@@ -59,7 +59,7 @@ def _wd_all(files)->list:
 def rule_spec(r:Run, sweep:Sweep)->dict:
     "The Snakemake rule of a run: its inputs (`run_inputs`), outputs (its notebook and its folder), log, resources and parameters."
     return dict(rule=r.rule, input=_wd_all(run_inputs(r, sweep)), notebook=_wd(r.notebook), folder=_wd(r.out_dir),
-                log=_wd(r.log), resources=r.resources,
+                log=_wd(r.log), resources=r.resources, priority=r.priority,
                 parameters=json.dumps(r.parameters, sort_keys=True, default=str))
 
 
@@ -83,6 +83,7 @@ for _run in SWEEP.runs:
         log: _spec['log']
         params: run_id=_run.id, parameters=_spec['parameters']
         threads: int(config.get('threads', 1))
+        priority: _spec['priority']
         resources: **_spec['resources']
         run:
             execute_rule(SWEEP, params.run_id, threads, config.get('timeout'))
@@ -199,6 +200,7 @@ def snakemake_command(sweep:Sweep, # a loaded sweep
                       executor:str|None=None, # a Snakemake executor plugin, e.g. 'slurm' or 'cluster-generic'
                       profile:str|None=None, # a Snakemake profile folder (e.g. configs/slurm)
                       gpus:int=1, # GPUs on this machine (vLLM runs take `tensor_parallel_size` of them)
+                      llm_jobs:int|None=None, # in-process llama.cpp runs at once on this machine (default: `jobs`; each has its thread budget)
                       timeout:float|None=None, # per-cell execution timeout (papermill)
                       progress:bool=True, # Snakemake's progress lines on the terminal
                       extra:list|None=None, # more Snakemake arguments
@@ -212,8 +214,10 @@ def snakemake_command(sweep:Sweep, # a loaded sweep
                set=getattr(sweep, 'overrides', None) or {}, match=getattr(sweep, 'match', None) or {})
     (d/f'{sweep.name}.config.yaml').write_text(yaml.safe_dump(cfg, sort_keys=False))
     runs = [r for r in sweep.runs if not only or r.experiment in only]
-    # on this machine: one in-process model, its GPUs; on a cluster every job has its node (servers are shared either way)
-    res = {**({} if executor else {'llm': 1, 'gpu': gpus}), **_server_resources(sweep)}
+    # on this machine: `llm_jobs` in-process models (each run has `thread_budget(jobs)` threads, so they never share a core;
+    # fewer when one model's RAM is large), its GPUs; on a cluster every job has its node (servers are shared either way)
+    if llm_jobs is not None and (isinstance(llm_jobs, bool) or not isinstance(llm_jobs, int) or llm_jobs < 1): raise ValueError(f"llm_jobs must be an int >= 1, not {llm_jobs!r}")
+    res = {**({} if executor else {'llm': min(llm_jobs or jobs, jobs), 'gpu': gpus}), **_server_resources(sweep)}
     cmd = [sys.executable, '-m', 'snakemake', '--snakefile', str(d/'Snakefile'), '--directory', str(wd),
            '--configfile', str(d/f'{sweep.name}.config.yaml'), '--rerun-incomplete', '--keep-going',
            '--max-checksum-file-size', str(2**31)] + (['--resources', *[f'{k}={v}' for k, v in res.items()]] if res else [])
@@ -293,6 +297,7 @@ def unlock(sweep:Sweep|str|Path)->None:
 # %% ../../nbs/run/12b_sweep.ipynb #9beb366d
 def run_sweep(sweep:Sweep|str|Path, jobs:int=1, force:bool=False, only:list|None=None, progress:bool=True,
               timeout:float|None=None, executor:str|None=None, profile:str|None=None, gpus:int=1, extra:list|None=None,
+              llm_jobs:int|None=None, # in-process llama.cpp runs at once (default: `jobs`)
              )->list:
     "Execute the runs of `sweep` that are not current, with Snakemake; returns a `RunResult` per run (current ones as 'done')."
     sweep = sweep if isinstance(sweep, Sweep) else load_sweep(sweep)
@@ -310,7 +315,7 @@ def run_sweep(sweep:Sweep|str|Path, jobs:int=1, force:bool=False, only:list|None
                 raise ConfigError(f"run {r.id} would clear {_show(r.out_dir)}, which holds results of other runs "
                                   f"({', '.join(map(_show, found[:3]))}{', ...' if len(found) > 3 else ''}); nothing was run or deleted")
         cmd = snakemake_command(sweep, jobs, only, force, executor=executor, profile=profile, gpus=gpus, timeout=timeout,
-                                progress=progress, extra=extra)
+                                progress=progress, extra=extra, llm_jobs=llm_jobs)
         t0 = time.time() - 1
         with subprocess.Popen(cmd, cwd=workdir(), env=_snakemake_env(), stdout=None if progress else subprocess.PIPE,
                               stderr=None if progress else subprocess.STDOUT, text=True) as proc:

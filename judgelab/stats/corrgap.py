@@ -786,8 +786,10 @@ class NullModel:
     """A latent model of one (target, non-target) pair under *no dependence*, on a Gaussian-copula scale: latent target and
     non-target (correlation `rho`); rater `a` sees them with loadings `lt[a]`, `lo[a]` and noise that is correlated across the
     two dimensions by `halo[a]` (a rater's halo); each judge sees the latent target only, with loading `lam[j]` (its
-    correlation with the latent target) and independent noise. Every column (rater slot, judge) is then mapped to its own
-    observed marginal distribution (a rater's bias and scale use, the judge's ties), and the observed missing cells are kept."""
+    correlation with the latent target) and noise independent of the raters'. Every column (rater slot, judge) is then mapped to its own
+    observed marginal distribution (a rater's bias and scale use, the judge's ties), and the observed missing cells are kept.
+    The judges share one noise draw (common random numbers): what a judge's column gets never depends on how many other
+    judges are simulated beside it, so each judge's null is the one it would have alone."""
     lt: np.ndarray
     lo: np.ndarray
     rho: float
@@ -813,8 +815,9 @@ class NullModel:
             g1, g2 = rng.standard_normal((2, size, n))
             out[..., a] = self.lt[a]*zt + st*g1
             out[..., K + a] = self.lo[a]*zo + c*g1 + d*g2
+        e = rng.standard_normal((size, n)) if J else None      # one draw for every judge, after the raters'
         for j, lam in enumerate(self.lam.values()):
-            out[..., 2*K + j] = lam*zt + math.sqrt(1 - lam**2)*rng.standard_normal((size, n))
+            out[..., 2*K + j] = lam*zt + math.sqrt(1 - lam**2)*e
         return out
     def observed(self, G:np.ndarray, masks=True)->np.ndarray:
         "Map latent draws (size, n, columns) to the observed marginals (and, with `masks`, the observed missing cells)."
@@ -926,14 +929,19 @@ def _p_predictive(obs, s, var=None, dof=None):
     return float(ss.t.sf((obs - s.mean())/sd, n - 1 if dof is None else dof))
 
 # %% ../../nbs/stats/06_corrgap.ipynb #8089ce25
-def _canonical_order(P:dict, R_t, R_o, docs, ids)->tuple:
-    """(R_t, R_o, document codes, P, ids) in a canonical item order (by document, then by the items' ratings and scores): the
-    simulated draws then belong to the same items whatever the rows' order or the items' ids."""
+def _canonical_order(P:dict, R_t, R_o, docs)->tuple:
+    """(R_t, R_o, document codes, P) in a canonical item order: by document, then by the items' ratings. Items of one
+    document with the same ratings are interchangeable for the raters; within each such run every judge's scores are put
+    in ascending order, each judge on its own. The simulated draws then belong to the same items whatever the rows' order
+    or the items' ids, and a judge's column never depends on which other judges are audited with it."""
     n = len(R_t)
     dcode = np.zeros(n, int) if docs is None else np.unique(np.asarray(docs), return_inverse=True)[1].ravel()
-    cols = np.column_stack([R_t, R_o] + list(P.values()))
-    order = np.lexsort(tuple(np.nan_to_num(cols, nan=np.inf).T[::-1]) + (dcode,))
-    return R_t[order], R_o[order], dcode[order], {k: v[order] for k, v in P.items()}, None if ids is None else np.asarray(ids)[order]
+    R = np.nan_to_num(np.column_stack([R_t, R_o]), nan=np.inf)
+    order = np.lexsort(tuple(R.T[::-1]) + (dcode,))
+    Rs, dc = R[order], dcode[order]
+    run = np.cumsum(np.r_[True, (Rs[1:] != Rs[:-1]).any(1) | (dc[1:] != dc[:-1])])    # runs of interchangeable items
+    sort_in_runs = lambda v: v[np.lexsort((np.nan_to_num(v, nan=np.inf), run))]
+    return R_t[order], R_o[order], dc, {k: sort_in_runs(v[order]) for k, v in P.items()}
 
 # %% ../../nbs/stats/06_corrgap.ipynb #8902d58a
 def _null_refused(P:dict, names:list, R_t, R_o, min_agreement:float)->pd.DataFrame|None:
@@ -947,26 +955,36 @@ def _null_refused(P:dict, names:list, R_t, R_o, min_agreement:float)->pd.DataFra
     return pd.DataFrame([dict(judge=k, n_sim=0, null_note=note) for k in P])
 
 # %% ../../nbs/stats/06_corrgap.ipynb #628b5f65
-def _simulate_null(m:NullModel, P:dict, R_t, R_o, ids, clusters, n_sim:int, seed:int, method:str, bins, ties:str)->tuple:
+def _offset_of(offset, K:int, js:list):
+    "The part of a fit's `offset` for the rater slots and the judges at positions `js`."
+    cols = np.r_[np.arange(2*K), 2*K + np.asarray(js, int)]
+    return offset[np.ix_(cols, cols)]
+
+def _simulate_null(m:NullModel, P:dict, R_t, R_o, clusters, n_sim:int, seed:int, method:str, bins, ties:str)->tuple:
     """(sims, th, tr): per judge and simulation, the excess of a dataset simulated from the model fitted to a bootstrap
-    resample of `clusters` (NaN where the resample cannot be fitted), the parameters it was drawn from and those refitted to it."""
+    resample of `clusters` (NaN where the resample cannot be fitted), the parameters it was drawn from and those refitted to it.
+    Simulation b draws from its own stream, and a judge with fewer than 3 scores in resample b misses that simulation
+    alone: each judge's simulations are those it would get if it were the only judge."""
     names, (n, K) = list(P), R_t.shape
-    rng = np.random.default_rng(seed + 1)
     W = bootstrap_weights(clusters, n_sim, seed + 2)
     sims = np.full((len(names), n_sim), np.nan)
     th = np.full((len(names), n_sim, 5), np.nan)
     tr = th.copy()
     for b in range(n_sim):
+        rng = np.random.default_rng([seed + 1, b])
         idx = np.repeat(np.arange(n), W[b])
-        try: mb = fit_null({k: v[idx] for k, v in P.items()}, R_t[idx], R_o[idx], offset=m.offset)
-        except ValueError: continue                                  # a resample without 3 scores of some column
-        mb.masks = m.masks                                           # the data's items and missing cells
+        js = [j for j, k in enumerate(names) if np.isfinite(P[k][idx]).sum() >= 3]
+        fit = [names[j] for j in js]
+        if not fit: continue
+        try: mb = fit_null({k: P[k][idx] for k in fit}, R_t[idx], R_o[idx], offset=_offset_of(m.offset, K, js))
+        except ValueError: continue                                  # a resample without 3 ratings of some rater slot
+        mb.masks = m.masks[:, np.r_[np.arange(2*K), 2*K + np.asarray(js)]]     # the data's items and missing cells
         X = mb.observed(mb.gaussian(n, rng))[0]
-        sim = {k: X[:, 2*K + j] for j, k in enumerate(names)}
-        sims[:, b] = human_baseline(sim, X[:, :K], X[:, K:2*K], ids=ids, method=method, bins=bins, n_boot=0, ties=ties).excess.to_numpy()
-        try: mr = fit_null(sim, X[:, :K], X[:, K:2*K], offset=m.offset)
+        sim = {k: X[:, 2*K + i] for i, k in enumerate(fit)}
+        sims[js, b] = human_baseline(sim, X[:, :K], X[:, K:2*K], method=method, bins=bins, n_boot=0, ties=ties).excess.to_numpy()
+        try: mr = fit_null(sim, X[:, :K], X[:, K:2*K], offset=_offset_of(m.offset, K, js))
         except ValueError: continue                                  # a simulated column with < 3 scores: no refit
-        th[:, b], tr[:, b] = _null_params(mb, names), _null_params(mr, names)   # drawn from, and refitted to, this dataset
+        th[js, b], tr[js, b] = _null_params(mb, fit), _null_params(mr, fit)   # drawn from, and refitted to, this dataset
     return sims, th, tr
 
 # %% ../../nbs/stats/06_corrgap.ipynb #0277168f
@@ -1012,21 +1030,24 @@ def matched_null(preds, # judge scores for the target: an array, or {name: array
     n_sim - 1 less the parameters in h. The p-value is continuous and can be small enough for BH over many pairs with a modest
     `n_sim`; `p_corrected_mc` = (1 + #{simulated >= observed})/(n_sim + 1) is the plain Monte Carlo p beside it.
     Where the raters of t or o do not agree (mean correlation between rater slots below `min_agreement`) there is no latent
-    score to fit: the row has `n_sim` 0 and says why (`null_note`)."""
+    score to fit: the row has `n_sim` 0 and says why (`null_note`). Each judge's null is its own: its row is the same
+    whether it is audited alone or beside other judges, and whatever the rows' order or the items' ids (with
+    `ties='id'`, ties in a simulated dataset are broken in the canonical item order)."""
     preds = preds if isinstance(preds, dict) else {'judge': preds}
     R_t, R_o = np.asarray(R_t, float), np.asarray(R_o, float)
     n, K = R_t.shape
     if K < 2: raise ValueError("the null needs >= 2 rater slots per item")
-    R_t, R_o, dcode, P, ids = _canonical_order({k: np.asarray(v, float) for k, v in preds.items()}, R_t, R_o, docs, ids)
+    P = {k: np.asarray(v, float) for k, v in preds.items()}
     names = [k for k, v in P.items() if np.isfinite(v).sum() >= 6 and np.nanstd(v) > 0]     # a judge with scores that vary
     refused = _null_refused(P, names, R_t, R_o, min_agreement)
     if refused is not None: return refused
     if observed is None:
         observed = dict(zip(P, human_baseline(P, R_t, R_o, ids=ids, method=method, bins=bins, n_boot=0, ties=ties).excess))
+    R_t, R_o, dcode, P = _canonical_order(P, R_t, R_o, docs)
     P = {k: P[k] for k in names}
     m = fit_null(P, R_t, R_o, seed=seed)
     clusters = np.arange(n) if docs is None else dcode
-    sims, th, tr = _simulate_null(m, P, R_t, R_o, ids, clusters, n_sim, seed, method, bins, ties)
+    sims, th, tr = _simulate_null(m, P, R_t, R_o, clusters, n_sim, seed, method, bins, ties)
     rows = [_null_row(k, m, sims[j], th[j], tr[j], observed.get(k, np.nan), keep_sims) for j, k in enumerate(names)]
     rows += [dict(judge=k, n_sim=0) for k in preds if k not in names]
     return pd.DataFrame(rows)

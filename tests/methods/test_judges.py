@@ -115,3 +115,20 @@ def test_a_rerun_in_another_process_is_answered_by_the_cache(tmp_path, outputs):
         return r.stdout
     assert "'generated': 0" not in go(0, 'readwrite')
     for seed in (1, 2): assert "'misses': 0" in go(seed, 'replay')    # replay mode raises CacheMissError on any miss
+
+def test_max_chars_restricts_the_sample_of_every_plan_entry_and_is_checked():
+    """A run's max_chars (the main job's CPU check judges short items) reaches every entry, the items it judges and the
+    coverage count; a bad value is one of the plan's problems, before any model runs."""
+    from judgelab import data as D
+    from judgelab.methods import method_plan, run
+    from judgelab.methods.judges import item_chars, select_items
+    from judgelab.llm import ScriptedBackend
+    tc = D.load('topical_chat')
+    plan = method_plan(['direct', {'method': 'geval', 'n_items': 3}], tc, dims=['coherence'], n_items=2, max_chars=800)
+    assert [p['max_chars'] for p in plan] == [800, 800]
+    b = ScriptedBackend(lambda r: 'Score: 2', model='s@1')
+    j = run('direct', tc, b, dims=['coherence'], n_items=2, max_chars=800, progress=False)
+    assert len(j) == 2 and (item_chars(tc.items.set_index('item_id').loc[j.item_id].reset_index()) <= 800).all()
+    assert set(j.item_id) == set(select_items(tc, None, 2, 0, 800).item_id) != set(select_items(tc, None, 2, 0).item_id)
+    with pytest.raises(ValueError, match='max_chars must be an int >= 0'): method_plan(['direct'], tc, max_chars='short')
+    with pytest.raises(ValueError, match='no topical_chat item has texts of at most 3 characters'): method_plan(['direct'], tc, max_chars=3)

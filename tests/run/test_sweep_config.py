@@ -103,3 +103,25 @@ def test_unlock_is_refused_while_the_sweep_holding_the_lock_runs(repo, tmp_path)
     assert p.returncode == 0 and '1 runs: 1 ran' in out, out[-3000:]
     assert not (repo/'.snakemake'/'judgelab'/'lock.json').exists()     # released at the end
     assert sweep_cli(cfg, '--unlock', cwd=repo).returncode == 0           # with no sweep running, unlocking works
+
+# --- scheduling: priorities and parallel llama.cpp runs ----------------------------------------------------------------
+
+def test_priority_reaches_the_snakemake_rule_and_a_bad_one_is_refused(tmp_path, cli):
+    from judgelab.run.sweep import load_sweep, rule_spec, SNAKEFILE
+    cfg = tmp_path/'p.yaml'
+    cfg.write_text(f"name: p\nexperiments:\n  first:\n    template: {AUDIT}\n    priority: 3\n  later:\n    template: {AUDIT}\n")
+    sw = load_sweep(cfg)
+    assert [rule_spec(r, sw)['priority'] for r in sw.runs] == [3, 0]
+    assert "priority: _spec['priority']" in SNAKEFILE
+    cfg.write_text(f"name: p\nexperiments:\n  first:\n    template: {AUDIT}\n    priority: high\n")
+    refused(cli('sweep', cfg, '--dry-run'), 'p.yaml:5: experiments.first.priority must be an integer')
+
+def test_the_main_job_runs_two_llama_cpp_runs_at_once_and_its_long_runs_first():
+    """On 2 cores with -j 2 every run has one thread, so two in-process models never share a core: the judge runs (the
+    longest when the generation cache is cold) go two at a time, and start before the shorter analyses."""
+    from judgelab.run.sweep import load_sweep, snakemake_command
+    sw = load_sweep(ROOT/'configs'/'embedded.yaml')
+    cmd = snakemake_command(sw, 2)
+    assert cmd[cmd.index('--resources') + 1] == 'llm=2'
+    prio = {r.experiment: r.priority for r in sw.runs}
+    assert prio['judge'] > prio['agreement'] and prio['corrgap_calibration'] > prio['data_overview']

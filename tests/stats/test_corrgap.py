@@ -499,3 +499,20 @@ def test_audit_numbers_do_not_change_when_rows_are_shuffled_and_items_renamed():
         assert np.allclose(num(a[k].long), num(b[k].long), rtol=0, atol=1e-12, equal_nan=True), (a[k].long, b[k].long)
     qa = quality_table(J, ds, a, n_perm=49, n_boot=40).drop(columns='boot'); qb = quality_table(J2, ds2, b, n_perm=49, n_boot=40).drop(columns='boot')
     assert np.allclose(num(qa), num(qb), rtol=0, atol=1e-12, equal_nan=True)
+
+def test_a_judges_matched_null_does_not_depend_on_the_other_judges():
+    """The null is fitted to each judge: its row is the same whether the judge is audited alone or beside others (the
+    audit's old joint fit drew every judge from one random stream, so adding judges moved the others' numbers).
+    Judge 'c' has missing scores, so some resamples hold fewer than 3 of them; 'd' breaks ties among equal ratings."""
+    from judgelab.stats.corrgap import matched_null, simulate_raters, sigma_for_alpha
+    sim = simulate_raters(240, sigma=sigma_for_alpha(0.45), judge_sigma=0.5, per_doc=4, seed=7)
+    rng = np.random.default_rng(3)
+    c = sim['pred'].astype(float).copy(); c[rng.random(240) < 0.95] = np.nan
+    P = {'a': sim['pred'], 'b': np.clip(sim['pred'] + rng.integers(-1, 2, 240), 1, 5), 'c': c, 'd': rng.integers(1, 6, 240).astype(float)}
+    cols = ['reliability_ratio', 'excess', 'excess_null', 'excess_null_sd', 'excess_corrected', 'p_corrected', 'n_sim']
+    joint = matched_null(P, sim['R_t'], sim['R_o'], docs=sim['docs'], n_sim=10, seed=2).set_index('judge')
+    for k, v in P.items():
+        alone = matched_null({k: v}, sim['R_t'], sim['R_o'], docs=sim['docs'], n_sim=10, seed=2).set_index('judge')
+        assert np.allclose(joint.loc[[k], cols].to_numpy(float), alone[cols].to_numpy(float), rtol=0, atol=1e-12, equal_nan=True), (k, joint.loc[k, cols], alone.iloc[0][cols])
+    pair = matched_null({'d': P['d'], 'a': P['a']}, sim['R_t'], sim['R_o'], docs=sim['docs'], n_sim=10, seed=2).set_index('judge')
+    assert np.allclose(pair.loc[['a', 'd'], cols].to_numpy(float), joint.loc[['a', 'd'], cols].to_numpy(float), rtol=0, atol=1e-12, equal_nan=True)
