@@ -1281,9 +1281,10 @@ def noise_other_text(fp:pd.DataFrame, S:pd.DataFrame, judge_noise:list, clip:tup
 def held_out_half(ds, # the Dataset
               item_ids, # the judged items
               seed:int=0)->list:
-    "The test half of the judged items (dataset order), as in `decompose.aggregate` and `judges.direct_regressor`."
+    "The test half of the judged items (dataset order), as in `decompose.aggregate` and `judges.direct_regressor`; none when fewer than 2 were judged (no split)."
     ds = D.as_dataset(ds)      # a name or a loaded Dataset
     order = [i for i in ds.items.item_id if i in set(item_ids)]
+    if len(order) < 2: return []
     _, te = split_indices(len(order), seed)
     return [order[i] for i in te]
 
@@ -1308,8 +1309,10 @@ def _direct_rows(ds, d, direct_files, seed, eps, min_n):
         j = pd.read_parquet(f)
         method, model = stem.split('__')[0], j.model.iloc[0]
         for dim in [x for x in ds.spec.dim_names if x in set(j.dimension)]:
+            half = held_out_half(ds, j[j.dimension == dim].item_id.unique(), seed)
             rows.append(dict(dataset=d, method=method, model=model, decomposition='no', human_labels='in-context examples' if 'icl' in method else 'no',
-                             dimension=dim, **evaluate_split(ds, j, dim, held_out_half(ds, j[j.dimension == dim].item_id.unique(), seed), eps, min_n), imputed_share=0.0, refused=''))
+                             dimension=dim, **evaluate_split(ds, j, dim, half, eps, min_n), imputed_share=0.0,
+                             refused='' if half else 'fewer than 2 judged items: no test half'))
         try:      # the paper's direct-prediction regressor: the best of the four, selected as for decomposition (rho + AP on the test half)
             fits = {reg: direct_regressor(j, ds, seed, regressor=reg) for reg in REGRESSOR_ORDER}
             ev = {reg: {dim: evaluate_split(ds, f, dim, f[f.dimension == dim].item_id.unique(), eps, min_n) for dim in [x for x in ds.spec.dim_names if x in set(f.dimension)]}

@@ -2,7 +2,7 @@
 
 import json
 from pathlib import Path
-import papermill as pm, pytest
+import pandas as pd, papermill as pm, pytest
 from tests.conftest import ROOT
 
 def _execute(name, tmp_path, **params):
@@ -235,3 +235,16 @@ def test_paper_decomposition_selects_the_direct_regressor_and_reads_epsilon_and_
     assert set(t[t.method == 'direct_icl5'].human_labels) == {'in-context examples'} and set(t[t.method == 'direct'].human_labels) == {'no'}
     assert set(t[t.dataset == 'topical_chat'].epsilon) == {0.1} and set(t.caveat.fillna('')[t.dataset == 'hanna']) == {'yes'}
     assert "caveat (hanna)" in _outputs_text(nb) and not _stderr(nb)
+
+def test_direct_rows_say_why_a_method_with_one_judged_item_has_no_test_half(tmp_path):
+    """The main job's direct prediction with 5 ICL examples judged one of its two Topical-Chat items (the other was
+    skipped): the paper notebook failed in sklearn's split. The row now says why it has no test half."""
+    from judgelab import data as D
+    from judgelab.report.tables import _direct_rows
+    ds = D.load('topical_chat')
+    it = ds.items.item_id.iloc[0]
+    j = pd.DataFrame(dict(item_id=[it], dimension=['coherence'], score=[2.0], parse_ok=[True], model=['m@1'], judge=['direct_icl5'],
+                          dataset=['topical_chat'], method=['direct']))
+    f = tmp_path/'direct_icl5__m.parquet'; j.to_parquet(f)
+    rows = _direct_rows(ds, 'topical_chat', {'direct_icl5__m': f}, 0, 0.1, 30)
+    assert rows[0]['refused'] == 'fewer than 2 judged items: no test half' and rows[0]['n_test'] == 0
