@@ -31,6 +31,32 @@ def _audit_parser(sub)->None:
     x.add_argument('--quiet', action='store_true', help='no progress bar')
     x.set_defaults(fn='audit')
 
+# %% ../nbs/13a_cli.ipynb #83b6fd37
+def _judge_parser(sub)->None:
+    "The `judgelab judge` subcommand."
+    x = sub.add_parser('judge', help='judge a dataset with your model (one judge method), then audit the judgments and print the verdicts',
+                       description="Run one judge method of judgelab with your model on a dataset's items (every request through the generation "
+                       "cache), then audit the judgments as `judgelab audit` does. Outputs: outputs/judged/<dataset>__<method>__<model>__<hash>/ "
+                       "(judgments with every reply) and the audit's folder. Exit status: 0 done, 1 nothing parsed or the audit failed, 2 bad input (nothing ran).")
+    x.add_argument('--dataset', required=True, help='dataset to judge (judgelab data list)')
+    x.add_argument('--method', required=True, help='judge method: analyze_rate, direct, geval, checkeval, reference, decomposition or dimcheck')
+    x.add_argument('--dims', nargs='+', metavar='DIM', help="dimensions to judge (default: all of the dataset's)")
+    x.add_argument('--n-items', type=int, default=100, help='items to judge, a seeded sample (default 100; 0: all)')
+    x.add_argument('--seed', type=int, default=0, help='item sampling and generation seed (default 0)')
+    x.add_argument('--backend', default='openai', help="openai (any OpenAI-compatible server; the default), vllm (in-process, GPU) or llamacpp (the embedded CPU model)")
+    x.add_argument('--base-url', help='the server of --backend openai, e.g. http://127.0.0.1:8000/v1 (its API key: $OPENAI_API_KEY)')
+    x.add_argument('--model', help='the model: its name on the server (openai), a Hugging Face id or folder (vllm)')
+    x.add_argument('--option', action='append', metavar='KEY=VALUE', help="an option of the method, value read as YAML, e.g. --option max_tokens=256 (repeatable)")
+    x.add_argument('--resume', action='store_true', help='continue a run of this command that was killed (finished requests come from the cache)')
+    x.add_argument('--no-audit', action='store_true', help='judge only: no audit')
+    for flag, default, what in (('--n-perm', 2999, 'permutations per pair for the raw CorrGap'), ('--n-boot-excess', 1000, 'cluster-bootstrap resamples for the excess'),
+                                ('--n-boot', 500, "bootstrap resamples for the correlations' CIs"), ('--n-perm-quality', 499, 'permutations inside the quality groups'),
+                                ('--n-sim', 100, 'simulated no-dependence datasets per pair for the null fitted to the judge (0: none)')):
+        x.add_argument(flag, type=int, default=default, help=f'audit: {what} (default {default})')
+    x.add_argument('--alpha', type=float, default=0.05, help='audit: BH level (default 0.05)')
+    x.add_argument('--quiet', action='store_true', help='no progress bars')
+    x.set_defaults(fn='judge')
+
 # %% ../nbs/13a_cli.ipynb #cc6146aa
 def _data_parser(sub)->None:
     "The `judgelab data` subcommands: list, fetch, verify, info."
@@ -112,7 +138,7 @@ def parser()->argparse.ArgumentParser:
                                 'Datasets, published judgments and sweeps from the command line.')
     p.add_argument('--version', action='version', version=f"judgelab {sys.modules['judgelab'].__version__}")  # settings.ini's version (nbdev_export)
     sub = p.add_subparsers(dest='cmd', metavar='COMMAND', required=True)
-    for add in (_audit_parser, _data_parser, _judgments_parser, _sweep_parser, _readme_parser): add(sub)
+    for add in (_audit_parser, _judge_parser, _data_parser, _judgments_parser, _sweep_parser, _readme_parser): add(sub)
     return p
 
 # %% ../nbs/13a_cli.ipynb #7ce2e323

@@ -9,7 +9,7 @@ import pandas as pd
 from .. import data as D
 from ..llm import Backend
 from ..data.judgments import save_judgments
-from .judges import resolve, select_items, analyze_rate, geval, direct
+from .judges import resolve, select_items, max_chars_problem, analyze_rate, geval, direct
 from .checklist import checkeval, reference, load_checklist
 from .decompose import decomposition
 from .dimcheck import dimcheck as _dimcheck, dimcheck_file_method, check_dimcheck_options   # as _dimcheck: judgelab.methods.dimcheck stays the module
@@ -124,6 +124,12 @@ def _probe(p, ds, seed):
     except _Stop: return None
     except Exception as e: return f'{type(e).__name__}: {e}'
 
+# %% ../../nbs/methods/10a_methods.ipynb #37f32577
+def _plan_clashes(plan:list)->list:
+    "The problems of plan entries that would write the same judgments file (the same label)."
+    return [f"{' and '.join(ps)} would both write judgments {label!r}: give all but one a 'label'"
+            for label, ps in pd.Series([p['_at'] for p in plan]).groupby([p['label'] for p in plan], sort=False) if len(ps) > 1]
+
 # %% ../../nbs/methods/10a_methods.ipynb #34f110ba
 def method_plan(entries:list, # [{method, options?, dims?, n_items?, label?}] or plain method names
                 dataset, # a dataset name or spec (names and options checked), or a loaded Dataset (also probed)
@@ -136,9 +142,7 @@ def method_plan(entries:list, # [{method, options?, dims?, n_items?, label?}] or
     spec = D.get_spec(dataset) if isinstance(dataset, str) else getattr(dataset, 'spec', dataset)
     if not isinstance(entries, (list, tuple)) or not entries: raise ValueError(f"methods must be a non-empty list of entries {{{', '.join(ENTRY_KEYS)}}}, not {entries!r}")
     errs, plan = [], []
-    if max_chars is not None and (isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 0):
-        errs.append(f"max_chars must be an int >= 0 (0: any length), not {max_chars!r}")
-        max_chars = None
+    if bad := max_chars_problem(max_chars): errs, max_chars = [bad], None
     def dims_of(names, where):
         out = []
         for d in ([names] if isinstance(names, str) else list(names or [])):
@@ -173,10 +177,8 @@ def method_plan(entries:list, # [{method, options?, dims?, n_items?, label?}] or
         label = str(e.get('label') or file_method(m, opts))
         if not re.fullmatch(r'[A-Za-z0-9._-]+', label): errs.append(f"{where}: label {label!r} must be letters, digits, '.', '_' or '-' (it names a file)")
         plan.append(dict(label=label, method=m, options=opts, dims=ds_, n_items=n or None, max_chars=max_chars or None, _at=where))
-    for label, ps in pd.Series([p['_at'] for p in plan]).groupby([p['label'] for p in plan], sort=False):
-        if len(ps) > 1: errs.append(f"{' and '.join(ps)} would both write judgments {label!r}: give all but one a 'label'")
-    if not errs and isinstance(dataset, D.Dataset):
-        errs += [f"{p['_at']}: {x}" for p in plan if (x := _probe(p, dataset, seed))]
+    errs += _plan_clashes(plan)
+    if not errs and isinstance(dataset, D.Dataset): errs += [f"{p['_at']}: {x}" for p in plan if (x := _probe(p, dataset, seed))]
     if errs: raise ValueError(f"{len(errs)} problem(s) in methods:\n" + '\n'.join(f'  - {x}' for x in errs))
     return [{k: v for k, v in p.items() if k != '_at'} for p in plan]
 

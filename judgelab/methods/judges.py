@@ -16,23 +16,30 @@ from ..data.judgments import JUDGMENT_COLUMNS, judgment_scores
 from ..stats import round_to_scale, split_indices, make_regressor
 
 # %% auto #0
-__all__ = ['EXTRA_COLUMNS', 'OPTIONAL_COLUMNS', 'TEXT_COLUMNS', 'COMPLETE_FAILURES', 'item_chars', 'select_items', 'resolve',
-           'judgment_row', 'typed_judgments', 'to_table', 'summarize', 'reply_before_score', 'score_completion_request',
-           'check_score_completion', 'complete_scores', 'analysis_text', 'analyze_rate_requests', 'analyze_rate',
-           'geval_labels', 'geval_offset', 'geval_stop_pattern', 'geval_position', 'geval_text_score', 'geval_steps',
-           'score_strings', 'has_official_geval', 'geval_official_prompts', 'geval', 'icl_examples', 'direct',
-           'direct_regressor']
+__all__ = ['TEXT_COLUMNS', 'EXTRA_COLUMNS', 'OPTIONAL_COLUMNS', 'COMPLETE_FAILURES', 'item_chars', 'max_chars_problem',
+           'select_items', 'resolve', 'judgment_row', 'typed_judgments', 'to_table', 'summarize', 'reply_before_score',
+           'score_completion_request', 'check_score_completion', 'complete_scores', 'analysis_text',
+           'analyze_rate_requests', 'analyze_rate', 'geval_labels', 'geval_offset', 'geval_stop_pattern',
+           'geval_position', 'geval_text_score', 'geval_steps', 'score_strings', 'has_official_geval',
+           'geval_official_prompts', 'geval', 'icl_examples', 'direct', 'direct_regressor']
 
-# %% ../../nbs/methods/07_judges.ipynb #eef54c05
-EXTRA_COLUMNS = ['prompt', 'backend', 'prompt_tokens', 'completion_tokens', 'seconds', 'cached', 'key', 'scoring', 'finish_reason']
-OPTIONAL_COLUMNS = ['valid_mass', 'first_failure', 'completion']   # after EXTRA_COLUMNS when a method records them: G-Eval's probability mass on valid ratings at the score position; a score completion's first failure and its text
-
+# %% ../../nbs/methods/07_judges.ipynb #585a01de
 TEXT_COLUMNS = ('source', 'fact', 'reference', 'output')   # the texts a prompt shows (those an item has)
 
 def item_chars(its:pd.DataFrame)->pd.Series:
     "Characters of each item's texts (`TEXT_COLUMNS`), a proxy for its prompts' length."
     cols = [c for c in TEXT_COLUMNS if c in its]
     return its[cols].fillna('').astype(str).apply(lambda s: s.str.len()).sum(axis=1) if cols else pd.Series(0, index=its.index)
+
+# %% ../../nbs/methods/07_judges.ipynb #112b9529
+def max_chars_problem(v)->str|None:
+    "What is wrong with a `max_chars` value, in words; None when it is fine (None, 0: any length, or a positive int)."
+    if v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0): return None
+    return f"max_chars must be an int >= 0 (0: any length), not {v!r}"
+
+# %% ../../nbs/methods/07_judges.ipynb #eef54c05
+EXTRA_COLUMNS = ['prompt', 'backend', 'prompt_tokens', 'completion_tokens', 'seconds', 'cached', 'key', 'scoring', 'finish_reason']
+OPTIONAL_COLUMNS = ['valid_mass', 'first_failure', 'completion']   # after EXTRA_COLUMNS when a method records them: G-Eval's probability mass on valid ratings at the score position; a score completion's first failure and its text
 
 def select_items(ds, items=None, n_items:int|None=None, seed:int=0,
                  max_chars:int|None=None, # sample only among items whose texts total at most this many characters (None or 0: any)
@@ -41,7 +48,7 @@ def select_items(ds, items=None, n_items:int|None=None, seed:int=0,
     ds = D.as_dataset(ds)
     its = ds.items
     if max_chars:
-        if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 0: raise ValueError(f"max_chars must be an int >= 0 (0: any length), not {max_chars!r}")
+        if bad := max_chars_problem(max_chars): raise ValueError(bad)
         if items is not None: raise ValueError("give items or max_chars, not both: max_chars restricts the sample of n_items")
         its = its[item_chars(its) <= max_chars]
         if not len(its): raise ValueError(f"no {ds.name} item has texts of at most {max_chars} characters (the shortest has {int(item_chars(ds.items).min())})")
