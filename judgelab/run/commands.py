@@ -391,7 +391,7 @@ def _judge_problems(a, opts:dict)->list:
         if getattr(a, flag) < 0: bad.append(f"--{flag.replace('_', '-')} must be a whole number >= 0 (0: none), not {getattr(a, flag)}")
     try: spec = D.get_spec(a.dataset)
     except D.UnknownDatasetError as e: return bad + [str(e)]
-    try: method_plan([dict(method=a.method, options=opts)], spec, dims=a.dims, n_items=a.n_items or None, seed=a.seed)
+    try: method_plan([dict(method=a.method, options=opts)], spec, dims=a.dims, n_items=max(a.n_items, 0) or None, seed=a.seed)   # --n-items said once, above
     except ValueError as e: bad += [l.strip()[2:] if l.strip().startswith('- ') else l for l in str(e).splitlines()[1:]]
     return bad
 
