@@ -292,8 +292,8 @@ def _audit(a):
 
 # %% ../../nbs/run/13_cli.ipynb #ae2aed6e
 def _sweep(a):
-    if a.jobs < 1:
-        print(f"error: -j/--jobs must be at least 1, not {a.jobs}", file=sys.stderr)
+    if a.jobs < 1 or (a.llm_jobs is not None and a.llm_jobs < 1):
+        print(f"error: -j/--jobs and --llm-jobs must be at least 1, not {a.jobs if a.jobs < 1 else a.llm_jobs}", file=sys.stderr)
         return 2
     sw = S.load_sweep(a.config, S.parse_assignments(a.set), S.parse_assignments(a.match))
     only = a.only or None

@@ -125,3 +125,7 @@ def test_the_main_job_runs_two_llama_cpp_runs_at_once_and_its_long_runs_first():
     assert cmd[cmd.index('--resources') + 1] == 'llm=2'
     prio = {r.experiment: r.priority for r in sw.runs}
     assert prio['judge'] > prio['agreement'] and prio['corrgap_calibration'] > prio['data_overview']
+
+@pytest.mark.parametrize('flag', [['-j', '0'], ['--llm-jobs', '0']])
+def test_a_run_count_below_one_is_refused_before_snakemake_starts(cli, flag):
+    refused(cli('sweep', ROOT/'configs'/'embedded.yaml', *flag, '--dry-run'), 'must be at least 1, not 0')   # before (--llm-jobs): a ValueError traceback
