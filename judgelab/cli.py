@@ -10,6 +10,16 @@ from .core import MAX_FIELD_CHARS
 # %% auto #0
 __all__ = ['parser', 'main']
 
+# %% ../nbs/13a_cli.ipynb #62907e5f
+def _audit_stat_options(x, what:str='')->None:
+    "The audit's statistics options (resample counts, BH level), the same for `judgelab audit` and `judgelab judge` (`what` starts each help)."
+    x.add_argument('--n-perm', type=int, default=2999, help=f'{what}permutations per pair for the raw CorrGap (default 2999)')
+    x.add_argument('--n-boot-excess', type=int, default=1000, help=f'{what}cluster-bootstrap resamples for the excess over the human baseline (default 1000)')
+    x.add_argument('--n-boot', type=int, default=500, help=f"{what}bootstrap resamples for the correlations' CIs (default 500)")
+    x.add_argument('--n-perm-quality', type=int, default=499, help=f'{what}permutations inside the quality groups (default 499)')
+    x.add_argument('--n-sim', type=int, default=100, help=f"{what}simulated no-dependence datasets per pair for the null fitted to the judge's reliability (default 100; 0: none)")
+    x.add_argument('--alpha', type=float, default=0.05, help=f'{what}BH level (default 0.05)')
+
 # %% ../nbs/13a_cli.ipynb #2b6b7c15
 def _audit_parser(sub)->None:
     "The `judgelab audit` subcommand."
@@ -22,12 +32,7 @@ def _audit_parser(sub)->None:
     x.add_argument('--judge', help="the judge's name (default: the file name)")
     x.add_argument('--model', help="its model (default: 'unspecified')")
     x.add_argument('--replace', action='store_true', help='redo an earlier audit of this judge and model made with other scores')
-    x.add_argument('--n-perm', type=int, default=2999, help='permutations per pair for the raw CorrGap (default 2999)')
-    x.add_argument('--n-boot-excess', type=int, default=1000, help='cluster-bootstrap resamples for the excess over the human baseline (default 1000)')
-    x.add_argument('--n-boot', type=int, default=500, help="bootstrap resamples for the correlations' CIs (default 500)")
-    x.add_argument('--n-perm-quality', type=int, default=499, help='permutations inside the quality groups (default 499)')
-    x.add_argument('--n-sim', type=int, default=100, help="simulated no-dependence datasets per pair for the null fitted to the judge's reliability (default 100; 0: none)")
-    x.add_argument('--alpha', type=float, default=0.05, help='BH level (default 0.05)')
+    _audit_stat_options(x)
     x.add_argument('--quiet', action='store_true', help='no progress bar')
     x.set_defaults(fn='audit')
 
@@ -49,11 +54,7 @@ def _judge_parser(sub)->None:
     x.add_argument('--option', action='append', metavar='KEY=VALUE', help="an option of the method, value read as YAML, e.g. --option max_tokens=256 (repeatable)")
     x.add_argument('--resume', action='store_true', help='continue a run of this command that was killed (finished requests come from the cache)')
     x.add_argument('--no-audit', action='store_true', help='judge only: no audit')
-    for flag, default, what in (('--n-perm', 2999, 'permutations per pair for the raw CorrGap'), ('--n-boot-excess', 1000, 'cluster-bootstrap resamples for the excess'),
-                                ('--n-boot', 500, "bootstrap resamples for the correlations' CIs"), ('--n-perm-quality', 499, 'permutations inside the quality groups'),
-                                ('--n-sim', 100, 'simulated no-dependence datasets per pair for the null fitted to the judge (0: none)')):
-        x.add_argument(flag, type=int, default=default, help=f'audit: {what} (default {default})')
-    x.add_argument('--alpha', type=float, default=0.05, help='audit: BH level (default 0.05)')
+    _audit_stat_options(x, 'audit: ')
     x.add_argument('--quiet', action='store_true', help='no progress bars')
     x.set_defaults(fn='judge')
 

@@ -166,16 +166,20 @@ def run_with_progress(cmd:list, env:dict, log:Path, desc:str, progress:bool=True
                 buf = ''
         return p.wait()
 
-# %% ../../nbs/run/13_cli.ipynb #d37479d2
-_COUNTS = ('n_perm', 'n_boot_excess', 'n_boot', 'n_perm_quality', 'n_sim')
+# %% ../../nbs/run/13_cli.ipynb #9a73ffb7
+_COUNTS = ('n_perm', 'n_boot_excess', 'n_boot', 'n_perm_quality', 'n_sim')   # the audit's resample counts (`judgelab audit` and `judgelab judge`)
 
+def _stat_problems(a)->list:
+    "Problems with the audit's statistics arguments (its counts and --alpha), in words: `judgelab audit` and `judgelab judge` check them alike."
+    bad = [f"--{k.replace('_', '-')} must be a whole number >= 0 (0: none), not {getattr(a, k)}" for k in _COUNTS
+           if not isinstance(getattr(a, k), int) or getattr(a, k) < 0]
+    if not (math.isfinite(a.alpha) and 0 < a.alpha < 1): bad.append(f"--alpha must be between 0 and 1 (exclusive), e.g. 0.05, not {a.alpha}")
+    return bad
+
+# %% ../../nbs/run/13_cli.ipynb #d37479d2
 def _audit_problems(a)->list:
     "Every problem with the arguments of `judgelab audit`, in words (empty: all fine); nothing is read or written."
-    bad = []
-    for flag in _COUNTS:
-        v = getattr(a, flag)
-        if not isinstance(v, int) or v < 0: bad.append(f"--{flag.replace('_', '-')} must be a whole number >= 0 (0: none), not {v}")
-    if not (math.isfinite(a.alpha) and 0 < a.alpha < 1): bad.append(f"--alpha must be between 0 and 1 (exclusive), e.g. 0.05, not {a.alpha}")
+    bad = _stat_problems(a)
     try: D.get_spec(a.dataset)
     except D.UnknownDatasetError as e: bad.append(str(e))
     for check, v in ((JM.check_judge_name, a.judge), (JM.check_model_name, a.model)):
@@ -387,8 +391,7 @@ def _judge_problems(a, opts:dict)->list:
     if a.backend == 'openai' and not (a.base_url and a.model): bad.append("--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1) and --model")
     if a.backend == 'vllm' and not a.model: bad.append("--backend vllm needs --model (a Hugging Face id or a local folder)")
     if a.n_items < 0: bad.append(f"--n-items must be a whole number >= 0 (0: all items), not {a.n_items}")
-    for flag in _COUNTS:
-        if getattr(a, flag) < 0: bad.append(f"--{flag.replace('_', '-')} must be a whole number >= 0 (0: none), not {getattr(a, flag)}")
+    bad += _stat_problems(a)                            # the audit's own arguments, checked before the model runs
     try: spec = D.get_spec(a.dataset)
     except D.UnknownDatasetError as e: return bad + [str(e)]
     try: method_plan([dict(method=a.method, options=opts)], spec, dims=a.dims, n_items=max(a.n_items, 0) or None, seed=a.seed)   # --n-items said once, above
@@ -440,9 +443,8 @@ def _judge(a):
         print(f"error: no reply gave a parsed score, so there is nothing to audit (see the failures above and the replies in {S._show(out)}/judgments/)", file=sys.stderr)
         return 1
     if a.no_audit: return 0
-    return _audit(argparse.Namespace(scores=str(scores), dataset=ds.name, judge=p['label'], model=b.identity(), replace=True, n_perm=a.n_perm,
-                                     n_boot_excess=a.n_boot_excess, n_boot=a.n_boot, n_perm_quality=a.n_perm_quality, n_sim=a.n_sim,
-                                     alpha=a.alpha, quiet=a.quiet))
+    return _audit(argparse.Namespace(scores=str(scores), dataset=ds.name, judge=p['label'], model=b.identity(), replace=True,
+                                     **{k: getattr(a, k) for k in (*_COUNTS, 'alpha', 'quiet')}))
 
 # %% ../../nbs/run/13_cli.ipynb #591414f5
 COMMANDS = dict(data_list=_data_list, data_fetch=_data_fetch, data_verify=_data_verify, data_info=_data_info, judgments_list=_judgments_list,
