@@ -34,6 +34,7 @@ def _audit_parser(sub)->None:
     x.add_argument('--replace', action='store_true', help='redo an earlier audit of this judge and model made with other scores')
     _audit_stat_options(x)
     x.add_argument('--quiet', action='store_true', help='no progress bar')
+    x.add_argument('--json', action='store_true', help="print the result as one JSON document on stdout (schema: judgelab.run.commands.JSON_SCHEMA['audit']); progress and notes go to stderr")
     x.set_defaults(fn='audit')
 
 # %% ../nbs/13a_cli.ipynb #83b6fd37
@@ -56,6 +57,7 @@ def _judge_parser(sub)->None:
     x.add_argument('--no-audit', action='store_true', help='judge only: no audit')
     _audit_stat_options(x, 'audit: ')
     x.add_argument('--quiet', action='store_true', help='no progress bars')
+    x.add_argument('--json', action='store_true', help="print the result, the audit's included, as one JSON document on stdout (schema: JSON_SCHEMA['judge'])")
     x.set_defaults(fn='judge')
 
 # %% ../nbs/13a_cli.ipynb #cc6146aa
@@ -65,18 +67,20 @@ def _data_parser(sub)->None:
     x = d.add_parser('list', help='the registered datasets and whether their raw files are here')
     x.set_defaults(fn='data_list')
     x.add_argument('-v', '--verbose', action='store_true', help='also show annotators')
+    x.add_argument('--json', action='store_true', help="one JSON document on stdout (schema: JSON_SCHEMA['data list'])")
     x = d.add_parser('fetch', help='copy/download raw files into data/raw/<name>/, verifying sha256')
-    x.add_argument('names', nargs='*', help='dataset names')
+    x.add_argument('names', nargs='*', metavar='NAME', help='dataset names (judgelab data list)')
     x.add_argument('--all', action='store_true', help='every dataset (optional ones are skipped when unavailable)')
     x.add_argument('--mirror', help='local mirror folder (default: $JUDGELAB_DATA_MIRROR or ../shared/data)')
     x.add_argument('--force', action='store_true', help='copy again even if a verified copy exists')
     x.set_defaults(fn='data_fetch')
     x = d.add_parser('verify', help='check the sha256 of raw files already fetched')
-    x.add_argument('names', nargs='*')
-    x.add_argument('--all', action='store_true')
+    x.add_argument('names', nargs='*', metavar='NAME', help='dataset names (judgelab data list)')
+    x.add_argument('--all', action='store_true', help='every dataset (optional ones not present are said, not failed)')
     x.set_defaults(fn='data_verify')
     x = d.add_parser('info', help='citation, licence, dimensions with definitions and scales, files')
-    x.add_argument('name')
+    x.add_argument('name', help='a dataset name (judgelab data list)')
+    x.add_argument('--json', action='store_true', help="one JSON document on stdout (schema: JSON_SCHEMA['data info'])")
     x.set_defaults(fn='data_info')
 
 # %% ../nbs/13a_cli.ipynb #baf915bc
@@ -84,16 +88,17 @@ def _judgments_parser(sub)->None:
     "The `judgelab judgments` subcommands: list, import."
     j = sub.add_parser('judgments', help='published judgments and importing your own').add_subparsers(dest='sub', metavar='ACTION', required=True)
     x = j.add_parser('list', help='published judge outputs per dataset')
-    x.add_argument('names', nargs='*')
-    x.add_argument('--all', action='store_true')
+    x.add_argument('names', nargs='*', metavar='NAME', help='dataset names (judgelab data list)')
+    x.add_argument('--all', action='store_true', help='every dataset')
+    x.add_argument('--json', action='store_true', help="one JSON document on stdout (schema: JSON_SCHEMA['judgments list'])")
     x.set_defaults(fn='judgments_list')
     x = j.add_parser('import', help="validate a CSV/JSONL of item_id,dimension,score[,rationale] and store it as parquet",
                      description="Validate a UTF-8 CSV or JSONL file (item_id, dimension, score[, rationale, sample, failure]; at most "
                      f"{MAX_FIELD_CHARS:,} characters per field) against its dataset and store it. Exit status: 0 stored, 2 bad input (every problem listed; nothing written).")
-    x.add_argument('path')
-    x.add_argument('--dataset', required=True)
-    x.add_argument('--judge', required=True)
-    x.add_argument('--model', required=True)
+    x.add_argument('path', help='CSV or JSONL (UTF-8) of your judge: item_id, dimension, score')
+    x.add_argument('--dataset', required=True, help='dataset the items belong to (judgelab data list)')
+    x.add_argument('--judge', required=True, help="the judge's name: letters, digits, '.', '_', '-' (e.g. my_prompt_v2)")
+    x.add_argument('--model', required=True, help='its model, e.g. meta-llama/Llama-3.3-70B-Instruct')
     x.add_argument('--out', help='default: outputs/judgments/<dataset>/<judge>__<model>.parquet (with a manifest row)')
     x.add_argument('--replace', action='store_true', help='overwrite an existing judgments file (refused otherwise)')
     x.set_defaults(fn='judgments_import')
@@ -107,6 +112,7 @@ def _sweep_parser(sub)->None:
                        'every run finished but some are degraded (a method parsed no score: listed with their problems).')
     x.add_argument('config', help='sweep file, e.g. configs/embedded.yaml')
     x.add_argument('--dry-run', action='store_true', help="list the runs and their state (done, stale with Snakemake's reason, new); run nothing")
+    x.add_argument('--json', action='store_true', help="with --dry-run: one JSON document on stdout (schema: JSON_SCHEMA['sweep --dry-run'])")
     x.add_argument('-j', '--jobs', type=int, default=1, help='runs at once (runs sharing the in-process model, GPUs or a server never overlap)')
     x.add_argument('--force', action='store_true', help='rerun runs that are current (the generation cache still answers what it has)')
     x.add_argument('--only', nargs='+', metavar='EXPERIMENT', help='run only these experiments')
@@ -128,8 +134,8 @@ def _sweep_parser(sub)->None:
 # %% ../nbs/13a_cli.ipynb #3befd44b
 def _readme_parser(sub)->None:
     "The `judgelab readme` subcommand."
-    x = sub.add_parser('readme', help='regenerate README.md from nbs/index.ipynb')
-    x.add_argument('--check', action='store_true')
+    x = sub.add_parser('readme', help='regenerate README.md and GUIDE.md from nbs/index.ipynb and nbs/guide.ipynb')
+    x.add_argument('--check', action='store_true', help='write nothing: exit 1 when README.md differs from what nbs/index.ipynb gives')
     x.set_defaults(fn='readme')
 
 # %% ../nbs/13a_cli.ipynb #3a6b5769

@@ -541,9 +541,9 @@ def _params(p:dict)->str:
 
 # %% ../nbs/14_site.ipynb #0afd6618
 def _lib_paths(nbs_dir:Path)->list:
-    "The library's notebooks in reading order: nbs/NN_*.ipynb and those of its folders (nbs/stats/06_corrgap.ipynb), the datasets' notebooks, explanations.ipynb."
+    "The library's notebooks in reading order: nbs/NN_*.ipynb and those of its folders (nbs/stats/06_corrgap.ipynb), the datasets' notebooks, guide.ipynb, explanations.ipynb."
     numbered = sorted((p for p in nbs_dir.rglob('[0-9][0-9]*_*.ipynb') if '.ipynb_checkpoints' not in p.parts), key=lambda p: p.name)
-    return [*numbered, *sorted((nbs_dir/'datasets').glob('*.ipynb')), *nbs_dir.glob('explanations.ipynb')]
+    return [*numbered, *sorted((nbs_dir/'datasets').glob('*.ipynb')), *nbs_dir.glob('guide.ipynb'), *nbs_dir.glob('explanations.ipynb')]
 
 def _lib_notebooks(nbs_dir:Path)->list:
     "[(notebook, module or None, title, summary)] of the library notebooks (`_lib_paths`); a package's module is named without `.__init__`."

@@ -16,10 +16,11 @@ from ..llm.parse import in_range
 
 # %% auto #0
 __all__ = ['QUALITY_SOURCE', 'DATASETS', 'HOOKS', 'CROWD_DATASETS', 'Dimension', 'FileSpec', 'FileGroup', 'DatasetSpec',
-           'SourceSpec', 'RegistryError', 'read_spec', 'load_registry', 'add_dataset', 'UnknownDatasetError',
-           'ChecksumError', 'DataError', 'MissingDataError', 'get_spec', 'register', 'dataset_module', 'hooks', 'hook',
-           'default_mirror', 'raw_dir', 'download', 'staging_dir', 'fetch', 'verify', 'spec_pins', 'available',
-           'group_files', 'group_digest', 'item_slug', 'human_rows', 'Dataset', 'load', 'as_dataset', 'load_crowd']
+           'closest', 'did_you_mean', 'SourceSpec', 'RegistryError', 'read_spec', 'load_registry', 'add_dataset',
+           'UnknownDatasetError', 'ChecksumError', 'DataError', 'MissingDataError', 'get_spec', 'register',
+           'dataset_module', 'hooks', 'hook', 'default_mirror', 'raw_dir', 'download', 'staging_dir', 'fetch', 'verify',
+           'spec_pins', 'available', 'group_files', 'group_digest', 'item_slug', 'human_rows', 'Dataset', 'load',
+           'as_dataset', 'load_crowd']
 
 # %% ../../nbs/data/01_data.ipynb #ca5812ff
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ class DatasetSpec:
         key = _norm(name)
         for d in self.dims:
             if key == _norm(d.name) or key == _norm(d.label) or key in map(_norm, d.aliases): return d
-        raise KeyError(f"{self.name} has no dimension {name!r}; dimensions: {[d.name for d in self.dims]}")
+        raise KeyError(f"{self.name} has no dimension {name!r};{did_you_mean(name, self.dim_names)} dimensions: {[d.name for d in self.dims]}")
     @property
     def dim_names(self): return [d.name for d in self.dims]
     def files_of(self, group=None)->list:
@@ -113,6 +114,23 @@ class DatasetSpec:
 
 # %% ../../nbs/data/01_data.ipynb #04276292
 def _norm(s): return re.sub(r'[^a-z0-9]', '', str(s).lower())
+
+# %% ../../nbs/data/01_data.ipynb #5900409b
+def closest(name, # what was typed
+            choices, # the valid names
+           )->str|None:
+    "The valid name closest to `name` (letter case and punctuation ignored: a part of it, or difflib's nearest), None when none is close."
+    import difflib
+    keys = {_norm(c): c for c in choices}
+    close = [keys[k] for k in keys if _norm(name) and (_norm(name) in k or k in _norm(name))] or \
+            [keys[k] for k in difflib.get_close_matches(_norm(name), list(keys), n=1, cutoff=0.6)]
+    return close[0] if close else None
+
+# %% ../../nbs/data/01_data.ipynb #11ebebd3
+def did_you_mean(name, choices)->str:
+    "' Did you mean X?' with the valid name `closest` to `name`, or ''."
+    c = closest(name, choices)
+    return f' Did you mean {c!r}?' if c else ''
 
 # %% ../../nbs/data/01_data.ipynb #3c4c088b
 @dataclass(frozen=True)
@@ -281,9 +299,7 @@ def get_spec(name:str, # a dataset name (or a loaded Dataset, or a DatasetSpec)
     if isinstance(name, DatasetSpec): return name
     if isinstance(getattr(name, 'spec', None), DatasetSpec): return name.spec      # a loaded Dataset
     if name not in DATASETS:
-        close = [k for k in DATASETS if _norm(name) in _norm(k) or _norm(k) in _norm(name)]
-        hint = f" Did you mean {close[0]!r}?" if close else ''
-        raise UnknownDatasetError(f"Unknown dataset {name!r}.{hint} Known datasets: {', '.join(DATASETS)}.")
+        raise UnknownDatasetError(f"Unknown dataset {name!r}.{did_you_mean(name, DATASETS)} Known datasets: {', '.join(DATASETS)}.")
     return DATASETS[name]
 
 # %% ../../nbs/data/01_data.ipynb #3a5c025b

@@ -12,7 +12,7 @@ from ..core import paths, record_manifest, sha256_file, _rel, file_lock, MAX_FIE
 from scipy import stats
 from collections.abc import Mapping
 from ..llm.parse import in_range, range_failure, parse_score, Parsed, NO_SCORE, OUT_OF_RANGE, CONFLICT, EMPTY
-from . import DATASETS, get_spec, load, as_dataset, raw_dir, group_files, group_digest, DataError, register, hooks
+from . import DATASETS, closest, get_spec, load, as_dataset, raw_dir, group_files, group_digest, DataError, register, hooks
 
 # %% auto #0
 __all__ = ['JUDGMENT_COLUMNS', 'JUDGMENT_SOURCES', 'MAX_SAMPLE', 'slug', 'judgments_path', 'save_judgments', 'write_parquet',
@@ -621,6 +621,15 @@ def _score_values(problems:dict, df:pd.DataFrame, V:dict, ds, bad:dict, isbool:d
           key.duplicated(keep=False).values & _bools(i is not None and d is not None and v is not None and v <= MAX_SAMPLE for i, d, v in zip(item, dims, sample)))
     return scf, has_score
 
+# %% ../../nbs/data/01a_judgments.ipynb #fb18cf28
+def _hint(what:str, rows:pd.DataFrame, ds)->str:
+    "What to write instead, for an unknown item id (what the dataset's ids look like) or dimension (the closest valid name)."
+    if what == 'unknown item_id': return f"; {ds.name}'s ids look like {ds.items.item_id.iloc[0]!r} (judgelab.data.load({ds.name!r}).items lists them)"
+    if what != 'unknown dimension': return ''
+    typed = list(dict.fromkeys(map(str, rows.dimension)))[:5]
+    close = ', '.join(f'{c!r} for {t!r}' for t in typed if (c := closest(t, ds.spec.dim_names)))
+    return f"; {ds.name} has {', '.join(ds.spec.dim_names)}" + (f'; did you mean {close}?' if close else '')
+
 # %% ../../nbs/data/01a_judgments.ipynb #90093aaf
 def _import_error(problems:dict, df:pd.DataFrame, where:str, ds, max_listed:int)->JudgmentImportError:
     "The error listing every problem with (at most `max_listed` of) its rows."
@@ -630,7 +639,7 @@ def _import_error(problems:dict, df:pd.DataFrame, where:str, ds, max_listed:int)
     for what, idx in problems.items():
         more = f' ... and {len(idx) - max_listed} more' if len(idx) > max_listed else ''
         shown = df.loc[idx[:max_listed], [c for c in ('item_id', 'dimension', 'sample', 'score') if c in df]].map(_shown)
-        lines.append(f"- {what}: {len(idx)} row(s) ({unit} {', '.join(str(i) for i in df._row[idx[:max_listed]])}{more})\n" + shown.to_string())
+        lines.append(f"- {what}: {len(idx)} row(s) ({unit} {', '.join(str(i) for i in df._row[idx[:max_listed]])}{more}){_hint(what, df.loc[idx], ds)}\n" + shown.to_string())
     return JudgmentImportError('\n'.join(lines))
 
 # %% ../../nbs/data/01a_judgments.ipynb #7d9434d0

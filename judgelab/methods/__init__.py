@@ -147,7 +147,7 @@ def method_plan(entries:list, # [{method, options?, dims?, n_items?, label?}] or
         out = []
         for d in ([names] if isinstance(names, str) else list(names or [])):
             try: out.append(spec.dim(d).name)
-            except KeyError: errs.append(f"{where}: unknown dimension {d!r}; {spec.name} has {', '.join(spec.dim_names)}")
+            except KeyError: errs.append(f"{where}: unknown dimension {d!r};{D.did_you_mean(d, spec.dim_names)} {spec.name} has {', '.join(spec.dim_names)}")
         return out
     default_dims = dims_of(dims, 'dims') or spec.dim_names
     for i, e in enumerate(entries):
@@ -158,7 +158,7 @@ def method_plan(entries:list, # [{method, options?, dims?, n_items?, label?}] or
         m, where = e['method'], f"methods[{i}] ({e['method']})"
         if bad := [k for k in e if k not in ENTRY_KEYS]: errs.append(f"{where}: unknown key(s) {bad}; keys: {', '.join(ENTRY_KEYS)}")
         if m not in METHODS:
-            errs.append(f"{where}: unknown method {m!r}; methods: {', '.join(METHODS)}")
+            errs.append(f"{where}: unknown method {m!r};{D.did_you_mean(m, METHODS)} methods: {', '.join(METHODS)}")
             continue
         opts = e.get('options') or {}
         if not isinstance(opts, dict):

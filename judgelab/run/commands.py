@@ -15,11 +15,65 @@ from ..methods import method_plan, run as run_method
 from ..methods.judges import select_items
 from ..llm.models import get_backend
 from ..report.judge_run import backend_kwargs
+from ..stats.audits import audit_legend, audit_next, coverage_text
 from . import sweep as S
 
 # %% auto #0
-__all__ = ['AUDIT_TEMPLATE', 'JUDGE_BACKENDS', 'COMMANDS', 'audit_run_id', 'run_with_progress', 'AuditBusy', 'render_readme',
-           'judge_run_id', 'run']
+__all__ = ['JSON_SCHEMA', 'AUDIT_TEMPLATE', 'README_FILES', 'JUDGE_BACKENDS', 'COMMANDS', 'audit_run_id', 'run_with_progress',
+           'AuditBusy', 'render_readme', 'judge_run_id', 'run']
+
+# %% ../../nbs/run/13_cli.ipynb #49f32710
+_ITEM = 'list'   # JSON_SCHEMA: ('list', {...}) is a list of objects with these keys, ('object', {...}) one object
+JSON_SCHEMA = {
+    'data list': dict(datasets=(_ITEM, dict(name='registry name', title='full title', raw="'present' (fetched), 'mirror' (a local copy to fetch from) or 'missing'",
+                                            published='published judgment sources (list)', dimensions='dimension names (list)', annotators='ratings per item'))),
+    'data info': dict(name='registry name', title='full title', citation='citation', licence='licence', homepage='URL', annotators='ratings per item',
+                      notes='notes or null', quality_threshold='rule of the quality groups', quality_source='where it comes from',
+                      alt_test=('object', dict(epsilon='margin', raters='who the raters are', caveat='caveat or null')),
+                      dimensions=(_ITEM, dict(name='name', label='label', lo='scale minimum', hi='scale maximum', step='scale step (null: continuous)', definition='definition')),
+                      files=(_ITEM, dict(path='path under data/raw/<name>/', present='fetched (bool)', sha256='pinned hash or null', url='source')),
+                      published=(_ITEM, dict(source='source name', description='what it is', rationales='has rationales (bool)', authors_rules="the authors' parsing rules or null")),
+                      available='its raw files are here or in a mirror (bool)'),
+    'judgments list': dict(judgments=(_ITEM, dict(dataset='dataset', source='source name', description='what it is', rationales='has rationales (bool)',
+                                                  authors_rules="the authors' parsing rules or null"))),
+    'sweep --dry-run': dict(sweep='sweep name', path='sweep file', description='its description or null', states='{state: count}',
+                            runs=(_ITEM, dict(experiment='experiment', run='run id', state="'done', 'new', 'new (forced)', 'stale' or 'incomplete'",
+                                              reason="why it would run ('' when done)", resources='resources it holds', notebook='executed notebook'))),
+    'audit': dict(dataset='dataset', judge='judge name', model='model name',
+                  coverage=('object', dict(items='items with a parsed score', items_dataset="the dataset's items", dimensions='dimensions judged (comma-separated)',
+                                           n_dimensions='how many', n_dimensions_dataset='dimensions the audit could use', scores='parsed scores', failures='replies without a score', text='the line in words')),
+                  verdicts=(_ITEM, dict(target='target dimension', status='verdict class', other='the non-target it rests on', excess='excess CorrGap', excess_lo='95% CI',
+                                        excess_hi='95% CI', p_excess_bh='BH-adjusted p of the excess', reliability_ratio='judge loading over a rater\'s (null if no null)',
+                                        excess_corrected='excess less the matched null (null if no null)', p_corrected_bh='its BH-adjusted p', corr='correlation with humans',
+                                        corr_lo='95% CI', corr_hi='95% CI', caveat='caveats', verdict='the verdict in words')),
+                  alt_test=('object', dict(dimension="'pooled' or a dimension", epsilon='margin', winning_rate='share of annotators beaten',
+                                           advantage_probability='probability the judge is closer', passed='passes (bool)')),
+                  legend='how to read it (list of lines)', next='what to do next (list of lines)', notebook='executed audit notebook',
+                  tables='folder of its tables', figures='folder of its figures'),
+    'judge': dict(run='run id', folder='folder of its judgments and replies', dataset='dataset', method='method label', model='model identity',
+                  dimensions='dimensions judged (list)', pairs='(item, dimension) pairs asked', scored='pairs with a parsed score',
+                  status="'ok', 'partial' or 'failed'", top_failures='commonest failures', seconds='wall time of the judging',
+                  audit="the `audit` object, or null (--no-audit, or nothing parsed)"),
+}
+
+# %% ../../nbs/run/13_cli.ipynb #f87b5ac1
+def _plain(x):
+    "A value JSON can hold: NaN and infinities become null, numpy scalars plain numbers."
+    if isinstance(x, dict): return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)): return [_plain(v) for v in x]
+    if hasattr(x, 'item') and not isinstance(x, (str, bytes)): x = x.item()
+    if isinstance(x, float) and not math.isfinite(x): return None
+    return x
+
+def _emit(obj:dict)->int:
+    "Print one JSON document on stdout (the whole output of a command run with --json)."
+    print(json.dumps(_plain(obj), indent=1, ensure_ascii=False))
+    return 0
+
+# %% ../../nbs/run/13_cli.ipynb #b674303f
+def _records(df:pd.DataFrame, cols:list)->list:
+    "Rows of `df` as plain dicts of `cols` (absent columns: null)."
+    return [{c: r.get(c) for c in cols} for r in df.to_dict('records')]
 
 # %% ../../nbs/run/13_cli.ipynb #a039abd3
 def _data_list(a):
@@ -30,6 +84,8 @@ def _data_list(a):
                          raw='present' if present else ('mirror' if D.available(name) else 'missing'),
                          published=', '.join(JM.list_judgments(name).index) or '-'))
     df = pd.DataFrame(rows)
+    if a.json: return _emit(dict(datasets=[dict(name=n, title=s.title, raw=r['raw'], published=list(JM.list_judgments(n).index), dimensions=s.dim_names,
+                                                annotators=s.annotators) for (n, s), r in zip(D.DATASETS.items(), rows)]))
     if a.verbose: print(df.to_string(index=False))
     else: print(df[['dataset', 'raw', 'published', 'dimensions']].to_string(index=False))
     return 0
@@ -68,9 +124,22 @@ def _data_verify(a):
             print(f"error: {e}", file=sys.stderr)
     return 1 if bad else 0
 
+# %% ../../nbs/run/13_cli.ipynb #1908cb0b
+def _info_json(spec)->dict:
+    "`judgelab data info --json`: the registry entry of `spec` (schema: `JSON_SCHEMA['data info']`)."
+    where, lj = D.raw_dir(spec.name), JM.list_judgments(spec.name)
+    return dict(name=spec.name, title=spec.title, citation=spec.citation, licence=spec.licence, homepage=spec.homepage, annotators=spec.annotators,
+                notes=spec.notes or None, quality_threshold=str(spec.quality_threshold), quality_source=spec.quality_source,
+                alt_test=dict(epsilon=spec.alt_test_epsilon, raters=spec.alt_test_raters, caveat=spec.alt_test_caveat or None),
+                dimensions=[dict(name=d.name, label=d.label, lo=d.lo, hi=d.hi, step=d.step or None, definition=d.definition) for d in spec.dims],
+                files=[dict(path=f.path, present=(where/f.path).exists(), sha256=f.sha256 or None, url=f.url) for f in spec.files_of(None)],
+                published=[dict(source=s, description=r.description, rationales=bool(r.rationales), authors_rules=r.authors_rules or None) for s, r in lj.iterrows()],
+                available=bool(D.available(spec.name)))
+
 # %% ../../nbs/run/13_cli.ipynb #7a9099d5
 def _data_info(a):
     spec = D.get_spec(a.name)
+    if a.json: return _emit(_info_json(spec))
     print(f"{spec.name}: {spec.title}\n  citation: {spec.citation}\n  licence: {spec.licence}\n  homepage: {spec.homepage}\n"
           f"  annotators: {spec.annotators}")
     if spec.notes: print(textwrap.fill(spec.notes, 100, initial_indent='  notes: ', subsequent_indent='    '))
@@ -107,6 +176,8 @@ def _data_info(a):
 
 # %% ../../nbs/run/13_cli.ipynb #8c759cc9
 def _judgments_list(a):
+    if a.json: return _emit(dict(judgments=[dict(dataset=n, source=s, description=r.description, rationales=bool(r.rationales), authors_rules=r.authors_rules or None)
+                                            for n in _names(a) for s, r in JM.list_judgments(n).iterrows()]))
     for n in (_names(a)):
         lj = JM.list_judgments(n)
         if lj.empty:
@@ -226,8 +297,8 @@ def _other_scores_stored(stored:Path, j:pd.DataFrame)->bool:
 def _run_audit_notebook(a, ds, path:Path, judge:str, model:str, j:pd.DataFrame, nb_out:Path, nb_new:Path, log:Path)->tuple:
     "(the audit notebook's exit status, the stored judgments' path): store the imported judgments, then run the audit notebook on them."
     j, stored = JM.store_import(path, ds, judge, model, replace=True, judgments=j)
-    print(f"{judge} ({model}) on {ds.name}: {len(j)} judgments of {j.item_id.nunique()} items x {j.dimension.nunique()} dimensions, "
-          f"{int((~j.parse_ok).sum())} failures -> {S._show(stored)}")
+    print(f"{model} ({judge}) on {ds.name}: {len(j)} judgments of {j.item_id.nunique()} items x {j.dimension.nunique()} dimensions, "
+          f"{int((~j.parse_ok).sum())} failures -> {S._show(stored)}", file=sys.stderr if getattr(a, 'json', False) else sys.stdout)
     template = paths.resource(AUDIT_TEMPLATE)           # the checkout's template, or the installed copy
     tpl = str(template) if resource_name(template) else S._show(template)
     params = dict(dataset=ds.name, judgments_path=S._show(stored), n_perm=a.n_perm, n_boot_excess=a.n_boot_excess, n_boot=a.n_boot,
@@ -252,6 +323,22 @@ def _print_audit(ds, stored:Path, out_dir:Path, nb_out:Path)->None:
     n_t, n_f = len(list((out_dir/'tables').glob('*.csv'))), len(list((out_dir/'figures').glob('*.png')))
     print(f"notebook: {S._show(nb_out)}\ntables:   {S._show(out_dir/'tables')}/ ({n_t} tables as csv, md and tex)\n"
           f"figures:  {S._show(out_dir/'figures')}/ ({n_f} figures as png and pdf)")
+
+# %% ../../nbs/run/13_cli.ipynb #3770ac59
+def _audit_json(ds, stored:Path, out_dir:Path, nb_out:Path, a)->dict:
+    "`judgelab audit --json`: the verdicts, coverage, alt-test, legend and next steps from the audit's tables (schema: `JSON_SCHEMA['audit']`)."
+    tag, T = f'{ds.name}_{stored.stem}', out_dir/'tables'
+    read = lambda name: pd.read_csv(T/f'audit_{tag}_{name}.csv') if (T/f'audit_{tag}_{name}.csv').exists() else pd.DataFrame()
+    v, cov, alt, pairs = read('verdicts'), read('coverage'), read('alttest'), read('corrgap_pairs')
+    params = dict(n_boot_excess=a.n_boot_excess, n_sim=a.n_sim, alpha=a.alpha)
+    heat = out_dir/'figures'/f'audit_{tag}_excess_heatmaps.png'
+    c = cov.iloc[0].to_dict() if len(cov) else {}
+    pooled = alt[alt.dimension == 'pooled'] if len(alt) else alt
+    return dict(dataset=ds.name, judge=c.get('judge'), model=c.get('model'), coverage=dict({k: c.get(k) for k in JSON_SCHEMA['audit']['coverage'][1] if k != 'text'}, text=coverage_text(c)) if c else None,
+                verdicts=_records(v, list(JSON_SCHEMA['audit']['verdicts'][1])),
+                alt_test=_records(pooled if len(pooled) else alt, list(JSON_SCHEMA['audit']['alt_test'][1]))[0] if len(alt) else None,
+                legend=audit_legend(params, pairs), next=audit_next(v, pd.read_parquet(stored), params, S._show(heat) if heat.exists() else None),
+                notebook=S._show(nb_out), tables=S._show(T), figures=S._show(out_dir/'figures'))
 
 # %% ../../nbs/run/13_cli.ipynb #bd099f2d
 def _audit(a):
@@ -291,6 +378,9 @@ def _audit(a):
             else:
                 if out_dir.exists(): shutil.rmtree(out_dir)
                 if kept: kept.rename(out_dir)
+    if getattr(a, 'json', False):
+        a.result = _audit_json(ds, stored, out_dir, nb_out, a)     # `judgelab judge --json` puts it into its own document
+        return 0 if getattr(a, 'embedded', False) else _emit(a.result)
     _print_audit(ds, stored, out_dir, nb_out)
     return 0
 
@@ -305,12 +395,17 @@ def _sweep(a):
     if bad:
         print(f"error: --only {bad}: not in {a.config}; experiments: {', '.join(sw.experiments())}", file=sys.stderr)
         return 2
+    if a.json and not a.dry_run:
+        print("error: --json goes with --dry-run (a sweep's own output is Snakemake's and the summary)", file=sys.stderr)
+        return 2
     if a.unlock:
         S.unlock(sw)
         print(f"unlocked {S._show(S.workdir())}: the next call reruns the runs the killed sweep left unfinished")
         return 0
     if a.dry_run:
         t = S.dry_run(sw, force=a.force, only=only)
+        if a.json: return _emit(dict(sweep=sw.name, path=S._show(sw.path), description=sw.description or None, states=t.state.value_counts().to_dict() if len(t) else {},
+                                     runs=_records(t, ['experiment', 'run', 'state', 'reason', 'resources', 'notebook'])))
         print(f"sweep {sw.name} ({S._show(sw.path)}): {len(t)} runs" + (f" -- {sw.description}" if sw.description else ''))
         print("each run writes papermill_runs/<run>.ipynb and outputs/<run>/")
         if len(t): print(t.drop(columns='notebook').to_string(index=False))
@@ -334,7 +429,7 @@ def _root_relative(target:str)->str:
     return target[3:] if target.startswith('../') else 'nbs/' + target
 
 def render_readme(index:Path|None=None)->str:
-    "README.md text rendered from nbs/index.ipynb (links made root-relative, includes expanded)."
+    "README.md text rendered from nbs/index.ipynb (links made root-relative, includes expanded); with `index` another notebook of nbs/, e.g. the guide."
     import nbformat
     from nbconvert import MarkdownExporter
     index = Path(index or paths.nbs/'index.ipynb')
@@ -346,20 +441,24 @@ def render_readme(index:Path|None=None)->str:
         p = paths.root/m.group(1).strip()
         return p.read_text().rstrip() if p.exists() else f'*({m.group(1).strip()} is written by `make reproduce`)*'
     body = re.sub(r'<!--\s*include:\s*(\S+)\s*-->', inc, body)
-    return '<!-- Generated from nbs/index.ipynb by `judgelab readme`: edit the notebook, not this file. -->\n\n' + body.strip() + '\n'
+    return f'<!-- Generated from nbs/{index.name} by `judgelab readme`: edit the notebook, not this file. -->\n\n' + body.strip() + '\n'
 
 # %% ../../nbs/run/13_cli.ipynb #c93239db
+README_FILES = {'README.md': 'index.ipynb', 'GUIDE.md': 'guide.ipynb'}   # what `judgelab readme` writes in the root, from which notebook of nbs/
+
 def _readme(a):
-    text = render_readme()
-    out = paths.root/'README.md'
+    texts = {name: render_readme(paths.nbs/nb) for name, nb in README_FILES.items()}
     if a.check:
-        if not out.exists() or out.read_text() != text:
-            print("error: README.md is out of date with nbs/index.ipynb (or the tables it includes): run `judgelab readme`", file=sys.stderr)
+        stale = [n for n, t in texts.items() if not (paths.root/n).exists() or (paths.root/n).read_text() != t]
+        if stale:
+            print(f"error: {' and '.join(stale)} out of date with their notebooks ({', '.join('nbs/' + README_FILES[n] for n in stale)}) "
+                  "or the tables they include: run `judgelab readme`", file=sys.stderr)
             return 1
-        print("README.md is up to date.")
+        print(f"{' and '.join(texts)} are up to date.")
         return 0
-    out.write_text(text)
-    print(f"wrote {out}")
+    for n, t in texts.items():
+        (paths.root/n).write_text(t)
+        print(f"wrote {paths.root/n}")
     return 0
 
 # %% ../../nbs/run/13_cli.ipynb #54abf158
@@ -433,18 +532,24 @@ def _judge(a):
         out.mkdir(parents=True, exist_ok=True)
         marker.write_text(json.dumps(dict(started=time.time(), backend=a.backend, model=b.identity(), **params), default=str))
         t0 = time.perf_counter()
-        with _env(JUDGELAB_RUN_ID=rid):
+        with _env(JUDGELAB_RUN_ID=rid), contextlib.redirect_stdout(sys.stderr if a.json else sys.stdout):   # --json: stdout is the document alone
             j = run_method(a.method, ds, b, dims=p['dims'], n_items=p['n_items'], seed=a.seed, save=True, progress=not a.quiet, **opts)
         text, c = _judge_summary(j, ds, p['dims'], len(select_items(ds, None, p['n_items'], a.seed))*len(p['dims']), b.identity(), rid, time.perf_counter() - t0)
         scores = _judged_csv(j, out/'judgments.csv')
         marker.unlink()
-    print(text)
+    print(text, file=sys.stderr if a.json else sys.stdout)
+    doc = dict(run=rid, folder=S._show(out), dataset=ds.name, method=p['label'], model=b.identity(), dimensions=p['dims'], pairs=c['pairs'],
+               scored=c['scored'], status=c['status'], top_failures=c['top_failures'], seconds=round(time.perf_counter() - t0, 1), audit=None)
     if c['scored'] == 0:
         print(f"error: no reply gave a parsed score, so there is nothing to audit (see the failures above and the replies in {S._show(out)}/judgments/)", file=sys.stderr)
+        if a.json: _emit(doc)
         return 1
-    if a.no_audit: return 0
-    return _audit(argparse.Namespace(scores=str(scores), dataset=ds.name, judge=p['label'], model=b.identity(), replace=True,
-                                     **{k: getattr(a, k) for k in (*_COUNTS, 'alpha', 'quiet')}))
+    if a.no_audit: return _emit(doc) if a.json else 0
+    sub = argparse.Namespace(scores=str(scores), dataset=ds.name, judge=p['label'], model=b.identity(), replace=True, json=a.json, embedded=True,
+                             **{k: getattr(a, k) for k in (*_COUNTS, 'alpha', 'quiet')})
+    rc = _audit(sub)
+    if not a.json or rc != 0: return rc
+    return _emit(dict(doc, audit=sub.result))
 
 # %% ../../nbs/run/13_cli.ipynb #591414f5
 COMMANDS = dict(data_list=_data_list, data_fetch=_data_fetch, data_verify=_data_verify, data_info=_data_info, judgments_list=_judgments_list,

@@ -15,7 +15,7 @@ from .corrgap import corrgap_audit, canonical_items, quality_groups, quality_thr
 # %% auto #0
 __all__ = ['PAPER_QUALITY', 'LOW_AGREEMENT', 'target_table', 'judge_level', 'bh_all', 'judge_inference', 'quality_table',
            'quality_matched', 'quality_excess', 'quality_direction', 'alt_test_table', 'human_agreement', 'verdicts',
-           'Audit', 'audit']
+           'audit_coverage', 'coverage_text', 'audit_legend', 'audit_next', 'Audit', 'audit']
 
 # %% ../../nbs/stats/06a_audit.ipynb #6dd083e2
 def target_table(mats:dict, # {(judge, model): CorrGapMatrix} from `corrgap_audit`
@@ -331,6 +331,12 @@ def _verdict_null(t:str, g:pd.DataFrame, row:dict, alpha:float)->str:
                 f'reliable as one rater shows without dependence), adjusted p {_p(b.p_corrected_bh)}')
         if 'w' in b and np.isfinite(b.w): text += f'; estimated weight on {b.other} {_ci(b.w, b.w_lo, b.w_hi)}'
         if len(sig) > 1: text += '; also on ' + ', '.join(f'{r.other} ({r.excess_corrected:.2f}, p {_p(r.p_corrected_bh)})' for r in sig.iloc[1:].itertuples())
+    elif len(plain) and not np.isfinite(plain.iloc[0].excess_corrected):
+        b = plain.iloc[0]
+        _rests_on(row, b, 'excess without a reliability-matched null', null=True)
+        text = (f'{t}: the excess on {b.other} ({_ci(b.excess, b.excess_lo, b.excess_hi)}, adjusted p {_p(b.p_excess_bh)}) has no null fitted '
+                f"to the judge's reliability (see the caveat), so it is not read as dependence: a judge less noisy than a rater can show "
+                f'such an excess without any')
     elif len(plain):
         b = plain.iloc[0]
         _rests_on(row, b, 'excess not beyond the reliability-matched null', null=True)
@@ -467,6 +473,63 @@ def _dim_name(ds, x):
     try: return ds.dim(x).name
     except KeyError: return x
 
+# %% ../../nbs/stats/06a_audit.ipynb #bc96d5d3
+def audit_coverage(J:pd.DataFrame, # the judgments audited
+                   ds, # a dataset name or `judgelab.data.Dataset`
+                   dims_all:list, # the dimensions the audit could use
+                  )->pd.DataFrame: # one row per judge and model
+    "Per judge: the items with a parsed score on an audited dimension, of the dataset's items, and the dimensions it judged, of those the audit could use."
+    ds, rows = as_dataset(ds), []
+    for (judge, model), g in J.groupby(['judge', 'model'], sort=False):
+        ok = g[g.parse_ok]
+        dims = [d for d in dims_all if d in set(ok.dimension)]
+        rows.append(dict(judge=judge, model=model, items=ok.item_id.nunique(), items_dataset=len(ds.items), dimensions=', '.join(dims),
+                         n_dimensions=len(dims), n_dimensions_dataset=len(dims_all), scores=int(g.parse_ok.sum()), failures=int((~g.parse_ok).sum())))
+    return pd.DataFrame(rows)
+
+# %% ../../nbs/stats/06a_audit.ipynb #8bfafa0f
+def coverage_text(c)->str:
+    "One line on what an audit covered (a row of `audit_coverage`), saying when the verdicts hold for a part of the dataset only."
+    part = c['items'] < c['items_dataset'] or c['n_dimensions'] < c['n_dimensions_dataset']
+    return (f"coverage: {c['items']:,} of {c['items_dataset']:,} items ({c['items']/max(c['items_dataset'], 1):.0%}), {c['n_dimensions']} of "
+            f"{c['n_dimensions_dataset']} dimensions ({c['dimensions']}); {c['scores']:,} scores, {c['failures']:,} failures"
+            + ('; the verdicts hold for these items and dimensions only' if part else ''))
+
+# %% ../../nbs/stats/06a_audit.ipynb #6737e68b
+def audit_legend(params:dict, # `Audit.parameters`
+                 pairs:pd.DataFrame, # `Audit.pairs`
+                )->list: # lines of text
+    "How to read a verdict: what the excess and the corrected excess are, and what the CI and the adjusted p mean and how fine they can be."
+    nb, ns = params['n_boot_excess'], params['n_sim']
+    k = int(pairs.groupby(['judge', 'model']).size().max()) if len(pairs) else 0
+    out = ["excess: the judge's CorrGap on a pair (its correlation with the target's human means where the target and the other dimension "
+           "agree, minus where they disagree) beyond one human rater's CorrGap on the same items; corrected excess: the excess less what a "
+           "judge as reliable as this one shows with no dependence (reliability 1.0x = one rater)."]
+    if nb and k:
+        out.append(f"[lo, hi]: a 95% bootstrap interval over documents ({nb} resamples); adjusted p: Benjamini-Hochberg over the judge's {k} "
+                   f"pairs. The excess p cannot fall below 1/{nb + 1}, so one detection alone has an adjusted p of at least {k/(nb + 1):.3f}"
+                   + (f"; the corrected p comes from {ns} simulated datasets without dependence (a t fit, so it has no such floor)." if ns else '.'))
+    return out
+
+# %% ../../nbs/stats/06a_audit.ipynb #b906fc62
+def audit_next(verdicts:pd.DataFrame, # `Audit.verdicts`
+               judgments:pd.DataFrame, # `Audit.judgments`
+               params:dict, # `Audit.parameters`
+               heatmaps:str|None=None, # where the excess heat maps are, to name them
+              )->list: # lines of text
+    "What to do after reading the verdicts: the pairs to inspect, DimCheck for a judge that writes an analysis, where the heat maps are."
+    dep = verdicts[verdicts.status == 'dependence beyond human raters'] if len(verdicts) else verdicts
+    see = f' and the heat maps ({heatmaps})' if heatmaps else ''
+    if len(dep):
+        pairs = ', '.join(dict.fromkeys(f'{r.target} <- {r.other}' for r in dep.itertuples()))
+        out = [f"inspect the pairs {pairs}: their rows in the pairs table{see}, and the items where the two dimensions' human means disagree most."]
+        cot = judgments.rationale.notna().any() if 'rationale' in judgments else False
+        out.append("DimCheck tests the cause: it removes the other dimension's content from the judge's analysis and rescores"
+                   + (" (these judgments have analyses: `judgelab judge --method dimcheck` on your model)." if cot else
+                      " (it needs a judge that writes an analysis before its score: `judgelab judge --method dimcheck`)."))
+    else: out = [f"no pair to inspect at BH alpha {params['alpha']}" + (f' (the heat maps: {heatmaps})' if heatmaps else '') + '; more items (see the coverage) give the test more power.']
+    return out
+
 # %% ../../nbs/stats/06a_audit.ipynb #3ec0cf14
 @dataclass
 class Audit:
@@ -486,11 +549,14 @@ class Audit:
     mats: dict = field(repr=False, default_factory=dict)   # {(judge, model): CorrGapMatrix}
     over_judges: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)   # `judge_inference`: inference over judges
     quality_excess: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)   # `quality_excess`
+    coverage: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)   # `audit_coverage`: items and dimensions audited per judge
     def lines(self)->list:
         "The verdicts and the alt-test in words, judge by judge."
         out = []
         for (judge, model), v in self.verdicts.groupby(['judge', 'model'], sort=False):
             out.append(f'{model} ({judge}) on {self.dataset}:')
+            c = self.coverage[(self.coverage.judge == judge) & (self.coverage.model == model)] if len(self.coverage) else self.coverage
+            if len(c): out.append(f'  {coverage_text(c.iloc[0])}')
             out += [f'  {x}' for x in v.verdict]
             a = self.alt_test[(self.alt_test.judge == judge) & (self.alt_test.model == model)] if len(self.alt_test) else self.alt_test
             if len(a):
@@ -500,8 +566,13 @@ class Audit:
                 out.append(f'  alt-test ({where}, epsilon {r.epsilon:g}, raters = {r.raters}): winning rate {r.winning_rate:.2f}, '
                            f'advantage probability {r.advantage_probability:.2f}; {res}.')
         return out
-    def __repr__(self): return f"Audit({self.dataset}, {len(self.verdicts.drop_duplicates(['judge', 'model']))} judge(s))\n" + '\n'.join(self.lines())
-    def _repr_markdown_(self): return '\n'.join(f'- {l.strip()}' if l.startswith('  ') else f'\n**{l}**\n' for l in self.lines())
+    def legend(self)->list: return audit_legend(self.parameters, self.pairs)
+    def next_steps(self, heatmaps:str|None=None)->list: return audit_next(self.verdicts, self.judgments, self.parameters, heatmaps)
+    def text(self, heatmaps:str|None=None)->list:
+        "Every line in words: the verdicts judge by judge (`lines`), the legend, then what to do next."
+        return self.lines() + ['How to read it:'] + [f'  {l}' for l in self.legend()] + ['What next:'] + [f'  {l}' for l in self.next_steps(heatmaps)]
+    def __repr__(self): return f"Audit({self.dataset}, {len(self.verdicts.drop_duplicates(['judge', 'model']))} judge(s))\n" + '\n'.join(self.text())
+    def _repr_markdown_(self): return '\n'.join(f'- {l.strip()}' if l.startswith('  ') else f'\n**{l}**\n' for l in self.text())
 
 # %% ../../nbs/stats/06a_audit.ipynb #a6114fb4
 def _audit_judgments(judgments:pd.DataFrame, ds, judge:str|None, model:str|None, exclude_dims)->tuple:
@@ -565,6 +636,9 @@ def audit(judgments:pd.DataFrame, # a plain table item_id, dimension, score [, j
     params = dict(dataset=ds.name, targets=targets, exclude_dims=list(exclude_dims or ()), method=method, bins=bins, ties=ties, n_perm=n_perm,
                   n_boot_excess=n_boot_excess, n_boot=n_boot, n_perm_quality=n_perm_quality, n_boot_quality=n_boot_quality, quality_thresholds=quality_thresholds, alpha=alpha, n_sim=n_sim, alt=alt, seed=seed)
     n_pairs = len(targets)*(len(dims_all) - 1)
+    cov = audit_coverage(J, ds, dims_all)
+    for c in cov[(cov['items'] < cov.items_dataset) | (cov.n_dimensions < cov.n_dimensions_dataset)].itertuples():
+        warnings.warn(f'{c.model} ({c.judge}): {coverage_text(c._asdict())}')
     if n_boot_excess and n_pairs and n_pairs/(n_boot_excess + 1) > alpha:
         warnings.warn(f'with {n_boot_excess} bootstrap resamples and {n_pairs} pairs per judge no BH-adjusted excess p-value can fall below '
                       f'{n_pairs/(n_boot_excess + 1):.3f} (> alpha {alpha}): use at least {int(np.ceil(n_pairs/alpha))} resamples')
@@ -580,4 +654,4 @@ def audit(judgments:pd.DataFrame, # a plain table item_id, dimension, score [, j
     ag = human_agreement(ds, targets)
     v = verdicts(pairs, ct, ag, method, alpha, targets=targets)
     oj = judge_inference(mats, alpha, seed=seed) if mats and n_boot_excess else pd.DataFrame()
-    return Audit(ds.name, params, J, ct, pairs, tt, jl, quality, direction, at, ag, v, mats, oj, qx)
+    return Audit(ds.name, params, J, ct, pairs, tt, jl, quality, direction, at, ag, v, mats, oj, qx, cov)

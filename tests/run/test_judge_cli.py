@@ -73,3 +73,14 @@ def test_every_bad_argument_is_listed_before_a_request_is_sent(server, sandbox, 
     refused_run(r, '2 problem(s)', '--alpha must be between 0 and 1', '--n-sim must be a whole number >= 0')   # the audit's arguments, before the model runs
     assert server.seen == []
     assert server.seen == [] and not (tmp_path/'outputs'/'judged').exists()
+
+def test_judge_json_is_one_document_with_the_audit_inside(server, sandbox):
+    from judgelab.run.commands import JSON_SCHEMA
+    from tests.run.test_cli_json import conforms
+    r = _judge(server, sandbox, '--json', '--n-perm', '99', '--n-boot-excess', '50', '--n-boot', '50', '--n-perm-quality', '0', '--n-sim', '0', n_items='24')
+    assert r.returncode == 0, r.stderr[-3000:]
+    d = json.loads(r.stdout)
+    conforms(d, JSON_SCHEMA['judge'])
+    conforms(d['audit'], JSON_SCHEMA['audit'])
+    assert d['scored'] == d['pairs'] == 48 and d['status'] == 'ok' and d['run'].startswith('judged/topical_chat__direct__my-judge__')
+    assert {x['target'] for x in d['audit']['verdicts']} == {'coherence', 'engagingness'}

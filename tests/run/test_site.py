@@ -50,6 +50,7 @@ def test_site_has_every_page_and_artifact(built):
     libs = sorted((ROOT/'nbs').rglob('[0-9][0-9]*_*.ipynb')) + sorted((ROOT/'nbs'/'datasets').glob('*.ipynb'))
     assert len(libs) > 30 and {nb.parent.name for nb in libs} >= {'llm', 'data', 'datasets', 'stats', 'methods', 'report', 'run'}, libs
     for nb in libs: assert (built/'lib'/f'{nb.stem}.html').exists(), nb
+    assert (built/'lib'/'guide.html').exists() and (built/'lib'/'explanations.html').exists()      # the README's guide, and the methods in words
     mods = {re.search(r'#\|\s*default_exp\s+([\w.]+)', nb.read_text()).group(1).removesuffix('.__init__') for nb in libs}
     assert {p.stem for p in (built/'api').glob('*.html')} == mods
     arts = S.site_artifacts(ROOT/'outputs', SWEEP, ROOT)

@@ -213,3 +213,35 @@ def test_group_excess_is_human_baseline_on_the_group():
     assert qe.judge.iloc[-1] == 'all judges' and np.isclose(qe.excess_diff.iloc[-1], qe.excess_diff.iloc[0])   # one judge: pooled = the judge
     b = np.asarray(low.boot, float) - np.asarray(q[q.quality == 'high'].boot.iloc[0], float)
     assert np.isclose(qe.share_low_gt_high.iloc[0], np.mean(b[np.isfinite(b)] > 0))
+
+def test_an_excess_without_a_matched_null_is_said_so_not_printed_as_nan():
+    "A pair significant on the plain excess whose null could not be fitted (raters who do not agree) once read 'judges nanx as reliable ... +nan'."
+    from judgelab.stats.audits import verdicts
+    base = dict(judge='j', model='m', target='surprise', n_low=50, n_high=50, gap=0.3, p_bh=0.01, gap_human=0.05, excess_lo=0.1, excess_hi=0.4,
+                k_raters=3, w=float('nan'), w_lo=float('nan'), w_hi=float('nan'))
+    pairs = pd.DataFrame([dict(base, other='coherence', excess=0.3, p_excess_bh=0.002, reliability_ratio=np.nan, excess_null=np.nan, excess_null_sd=np.nan,
+                               excess_corrected=np.nan, p_corrected_bh=np.nan, null_note='not identified: mean correlation between rater slots -0.05'),
+                          dict(base, other='empathy', excess=0.02, p_excess_bh=0.6, reliability_ratio=1.5, excess_null=0.01, excess_null_sd=0.05,
+                               excess_corrected=0.01, p_corrected_bh=0.7, null_note=None)])
+    v = verdicts(pairs).iloc[0]
+    assert 'nan' not in v.verdict.lower(), v.verdict
+    assert v.status == 'excess without a reliability-matched null' and v.other == 'coherence' and 'not read as dependence' in v.verdict
+
+def test_a_partial_audit_says_its_coverage():
+    "An audit of 200 of SummEval's 1,600 items on one dimension warns in Python and says so in its first line."
+    import judgelab
+    df = _judge(0.0)
+    part = df[df.item_id.isin(df.item_id.unique()[:200]) & (df.dimension == 'coherence')]
+    with pytest.warns(UserWarning, match=r'coverage: 200 of 1,600 items \(12%\), 1 of 4 dimensions'):
+        A = judgelab.audit(part, 'summeval', n_perm=0, n_boot_excess=0, n_boot=0, n_perm_quality=-1, n_sim=0, alt=False)
+    assert A.lines()[1].strip().startswith('coverage: 200 of 1,600 items') and 'hold for these items and dimensions only' in A.lines()[1]
+    assert A.text()[-2] == 'What next:' and 'How to read it:' in A.text()
+
+def test_a_typo_is_answered_with_the_nearest_name(sandbox):
+    tmp, env = sandbox
+    df = _judge(0.0).head(8).copy(); df.loc[2, 'dimension'] = 'coherance'
+    f = tmp/'typo.csv'; df.to_csv(f, index=False)
+    r = _cli(env, f, '--dataset', 'summeval', *FAST)
+    assert r.returncode == 2 and "did you mean 'coherence' for 'coherance'?" in r.stderr, r.stderr
+    r = _cli(env, f, '--dataset', 'sumeval', *FAST)
+    assert r.returncode == 2 and "Did you mean 'summeval'?" in r.stderr, r.stderr
