@@ -9,7 +9,7 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['RESOURCES', 'paths', 'HEALTH', 'MAX_FIELD_CHARS', 'find_root', 'Paths', 'resource_name', 'sha256_file', 'git_info',
-           'file_lock', 'record_manifest', 'record_health', 'read_health']
+           'file_lock', 'stage', 'record_manifest', 'record_health', 'read_health']
 
 # %% ../nbs/00_core.ipynb #42256207
 _PKG = Path(globals()['__file__']).resolve().parent if '__file__' in globals() else None  # the judgelab package (None in a notebook)
@@ -123,6 +123,12 @@ def file_lock(path:str|Path):
         fcntl.flock(f, fcntl.LOCK_EX)
         try: yield
         finally: fcntl.flock(f, fcntl.LOCK_UN)
+
+# %% ../nbs/00_core.ipynb #43717db6
+def stage(msg:str)->None:
+    "Report a stage of a long computation: one line appended to the file `$JUDGELAB_PROGRESS` names (`judgelab audit` shows each as it comes); nothing when it is unset."
+    if f := os.environ.get('JUDGELAB_PROGRESS'):
+        with open(f, 'a', encoding='utf-8') as h: h.write(msg.replace('\n', ' ') + '\n')
 
 # %% ../nbs/00_core.ipynb #5d3f2029
 def _rel(p, root):

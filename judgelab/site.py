@@ -9,6 +9,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 import yaml
+import pandas as pd
 import nbformat
 from nbconvert import HTMLExporter
 from nbconvert.exporters.templateexporter import TemplateExporter
@@ -34,7 +35,7 @@ from .report import _caption
 # %% auto #0
 __all__ = ['SITE_CSS', 'NAV', 'MODULES', 'esc', 'markdown_html', 'clean_html', 'safe_outputs', 'table_html', 'site_artifacts',
            'saving_cell', 'figure_caption', 'cff_citation', 'notebook_html', 'api_html', 'page_html', 'relink',
-           'evidence_html', 'build_site', 'main']
+           'evidence_html', 'reply_table', 'replies_html', 'reply_files', 'build_site', 'main']
 
 # %% ../nbs/14_site.ipynb #a6d4ceb3
 def esc(s)->str:
@@ -340,12 +341,29 @@ def _sig(name, obj)->str:
     return f'{name}({", ".join(ps)})' + (f' -> {ret}' if ret else '')
 
 # %% ../nbs/14_site.ipynb #25faac62
-def _doc_block(name, obj, level=2, anchor=None)->str:
+def _constant_doc(mod, name:str)->str:
+    "What the source says of a module constant: the comment on its line (`X = ...  # what it is`), else the comment lines just above it."
+    try: lines = inspect.getsource(mod).splitlines()
+    except (OSError, TypeError): return ''
+    for i, l in enumerate(lines):
+        if re.match(rf'{re.escape(name)}\s*(:[^=]+)?=', l):
+            if m := re.search(r'\s#\s*(.+)$', l): return m.group(1).strip()
+            above = []
+            for p in reversed(lines[:i]):
+                if not p.startswith('#') or p.startswith('# %%'): break
+                above.insert(0, p.lstrip('# ').rstrip())
+            return ' '.join(above)
+    return ''
+
+def _doc_block(name, obj, level=2, anchor=None, mod=None)->str:
     doc = inspect.getdoc(obj) or ''
     kind = 'class' if inspect.isclass(obj) else 'function' if callable(obj) else type(obj).__name__
     head = f'<h{level} id="{esc(anchor or name)}"><code>{esc(name)}</code> <span class="badge">{esc(kind)}</span></h{level}>'
     if not callable(obj):
-        return head + f'<p>An instance of <code>{esc(type(obj).__name__)}</code>.</p>' + (markdown_html(inspect.getdoc(type(obj)) or '', raw_html=True) if type(obj).__module__.startswith('judgelab') else '')
+        what = _constant_doc(mod, name) if mod is not None else ''
+        r = _scrub(repr(obj))
+        value = f'<pre class="sig">{esc(name)} = {esc(r)}</pre>' if len(r) <= 300 else f'<p class="meta">A <code>{esc(type(obj).__name__)}</code> of {len(obj) if hasattr(obj, "__len__") else "?"} entries (see the source).</p>'
+        return head + value + (markdown_html(what, raw_html=True) if what else '') + (markdown_html(inspect.getdoc(type(obj)) or '', raw_html=True) if type(obj).__module__.startswith('judgelab') else '')
     return head + f'<pre class="sig">{esc(_sig(name, obj))}</pre>' + (markdown_html(doc, raw_html=True) if doc else '') + _params_table(obj)
 
 # %% ../nbs/14_site.ipynb #e2d9a98c
@@ -355,7 +373,7 @@ def api_html(mod, # a judgelab module
     parts = [markdown_html(inspect.getdoc(mod) or '', raw_html=True)]
     for name in getattr(mod, '__all__', []):
         obj = getattr(mod, name)
-        parts.append(f'<section class="api">{_doc_block(name, obj)}')
+        parts.append(f'<section class="api">{_doc_block(name, obj, mod=mod)}')
         if inspect.isclass(obj):
             for mname, m in obj.__dict__.items():
                 if mname.startswith('_'): continue
@@ -370,8 +388,8 @@ def api_html(mod, # a judgelab module
 SITE_CSS = (importlib.resources.files('judgelab')/'site.css').read_text(encoding='utf-8')   # judgelab/site.css, package data
 
 
-NAV = [('Findings', 'index.html#findings'), ('Figures', 'index.html#figures'), ('Runs', 'index.html#runs'),
-       ('Library', 'lib/index.html'), ('Cite', 'index.html#cite')]
+NAV = [('Findings', 'index.html#findings'), ('Figures', 'figures.html'), ('Runs', 'runs.html'),
+       ('Replies', 'replies/index.html'), ('Library', 'lib/index.html'), ('Cite', 'index.html#cite')]
 
 def page_html(title:str, # the page title
               body:str, # the page's HTML
@@ -492,12 +510,12 @@ def _prov(a:dict, page_of:dict, where:str='index')->str:
     r = a['row']
     commit = (r.get('commit') or '')[:10] + ('+dirty' if r.get('dirty') else '')
     nb, n_in, full = page_of.get(a['run']), len(r.get('inputs') or {}), where == 'index'
-    bits = [f'run <a href="#run-{_slug(a["run"])}"><code>{esc(a["run"])}</code></a>'] if full else []
+    bits = [f'run <a href="runs.html#run-{_slug(a["run"])}"><code>{esc(a["run"])}</code></a>'] if full else []
     if nb: bits.append(f'<a href="{esc(nb)}{"#" + esc(a["cell"]) if a.get("cell") else ""}">{"notebook" if where == "card" else "executed notebook"}</a>')
     if r.get('notebook') and full: bits.append(f'template <code>{esc(r["notebook"])}</code>')
     if commit: bits.append(f'commit <code>{esc(commit)}</code>')
     if r.get('created') and where != 'card': bits.append(f'written {esc(r["created"])}')
-    bits.append(f'<a href="#{esc(a["inputs_anchor"])}">{n_in} input{"s" if n_in != 1 else ""}{"" if where == "card" else " (sha256)"}</a>')
+    bits.append(f'<a href="runs.html#{esc(a["inputs_anchor"])}">{n_in} input{"s" if n_in != 1 else ""}{"" if where == "card" else " (sha256)"}</a>')
     return '<div class="meta prov">' + ' · '.join(bits) + '</div>'
 
 # %% ../nbs/14_site.ipynb #14ed5ab8
@@ -509,7 +527,7 @@ def _card(a:dict, site_of, page_of:dict)->str:
     png = site_of(a['files']['.png'])
     return (f'<figure class="card" id="fig-{_slug(a["run"] + "-" + a["name"])}"><a class="thumb" href="{esc(png)}" title="the full image">'
             f'<img src="{esc(a["thumb"])}" alt="{esc(a["name"])}"></a><figcaption>'
-            f'<div class="tag"><a href="#run-{_slug(a["run"])}">{esc(a["run"].split("/", 1)[-1])}</a></div>{markdown_html(a["caption"])}'
+            f'<div class="tag"><a href="runs.html#run-{_slug(a["run"])}">{esc(a["run"].split("/", 1)[-1])}</a></div>{markdown_html(a["caption"])}'
             f'<div class="meta"><code>{esc(a["name"])}</code> · {_files(a, site_of)}</div>'
             f'{_prov(a, page_of, "card")}</figcaption></figure>')
 
@@ -565,6 +583,108 @@ MODULES = {m.__name__.removeprefix('judgelab.'): m for m in (core, llm, prompts,
                                                   reliability, judges, checklist, decompose, dimcheck, methods, report, tables, judge_run, sweep_config, sweep_deps, sweep,
                                                   commands, cli)}
 
+# %% ../nbs/14_site.ipynb #3b674ea9
+def reply_table(j, # a judgments table (schema of judgelab.data.judgments)
+                dataset, # its dataset: a name or `judgelab.data.Dataset`
+                requests:dict|None=None, # {cache key: request} (`GenerationCache.requests`); None: no messages
+               )->list: # one dict per judgment
+    "The rows of a reply viewer: item, dimension, sample, the human mean, the score or the failure, the reply, the prompt id, the request's messages where known, the item's texts."
+    ds = data.as_dataset(dataset)
+    hm, items = ds.human_mean(), ds.items.set_index('item_id')
+    cols = [c for c in judges.TEXT_COLUMNS if c in items]
+    rows = []
+    for r in j.to_dict('records'):
+        it, d = r['item_id'], r['dimension']
+        human = hm.at[it, d] if it in hm.index and d in hm.columns else None
+        keys = [k for k in str(r.get('key') or '').split(';') if k]
+        msgs = [m for k in keys for m in (requests or {}).get(k, {}).get('messages', [])]
+        texts = {c: items.at[it, c] for c in cols if it in items.index and isinstance(items.at[it, c], str) and items.at[it, c]}
+        rows.append(dict(item_id=it, dimension=d, sample=int(r.get('sample') or 0), human=None if human is None or human != human else float(human),
+                         score=float(r['score']) if r.get('parse_ok') else None, failure=r.get('failure') or '', reply=r.get('rationale') or '',
+                         prompt=r.get('prompt') or '', messages=msgs, texts=texts, note=r.get('scoring') if isinstance(r.get('scoring'), str) else ''))
+    return rows
+
+# %% ../nbs/14_site.ipynb #c0912b5e
+_VIEWER_JS = """(function(){
+ var rows=Array.prototype.slice.call(document.querySelectorAll('#replies tbody tr')), per=50, page=0;
+ var q=document.getElementById('rq'), dim=document.getElementById('rdim'), st=document.getElementById('rst'), info=document.getElementById('rinfo');
+ function keep(r){ return (!dim.value || r.getAttribute('data-dim')===dim.value) && (!st.value || r.getAttribute('data-status')===st.value)
+   && (!q.value || r.textContent.toLowerCase().indexOf(q.value.toLowerCase())>=0); }
+ function draw(){ var m=rows.filter(keep), n=Math.max(1,Math.ceil(m.length/per)); page=Math.max(0,Math.min(page,n-1));
+   rows.forEach(function(r){r.hidden=true;}); m.slice(page*per,(page+1)*per).forEach(function(r){r.hidden=false;});
+   info.textContent=m.length+' of '+rows.length+' judgments, page '+(page+1)+' of '+n; }
+ q.oninput=dim.onchange=st.onchange=function(){page=0;draw();};
+ document.getElementById('rprev').onclick=function(){page--;draw();}; document.getElementById('rnext').onclick=function(){page++;draw();};
+ draw();
+})();"""
+
+def _reply_row(r:dict)->str:
+    status = 'parsed' if r['score'] is not None else 'failed'
+    score = f'{r["score"]:g}' if r['score'] is not None else f'<span class="fail">{esc(r["failure"] or "no score")}</span>'
+    if r.get('note') and r['note'] not in ('parse', 'parsed'): score += f'<br><span class="meta">{esc(r["note"])}</span>'
+    short = esc(r['reply'][:110].replace('\n', ' ')) + ('…' if len(r['reply']) > 110 else '')
+    reply = f'<details><summary>{short or "<em>empty</em>"}</summary><pre>{esc(r["reply"])}</pre></details>' if r['reply'] else '<em>none</em>'
+    if r['messages']: body = ''.join(f'<div class="msg"><b>{esc(m.get("role", ""))}</b><pre>{esc(m.get("content", ""))}</pre></div>' for m in r['messages'])
+    else: body = ''.join(f'<div class="msg"><b>{esc(c)}</b><pre>{esc(t)}</pre></div>' for c, t in r['texts'].items()) + \
+                 '<p class="meta">The exact request is in the generation cache of the machine that ran it; above, the item\'s texts it was built from.</p>'
+    prompt = f'<details><summary><code>{esc(r["prompt"] or "prompt")}</code></summary>{body}</details>'
+    human = f'{r["human"]:.2f}' if r['human'] is not None else ''
+    return (f'<tr data-dim="{esc(r["dimension"])}" data-status="{status}"><td><code>{esc(r["item_id"])}</code></td><td>{esc(r["dimension"])}</td>'
+            f'<td>{r["sample"]}</td><td>{human}</td><td>{score}</td><td class="reply">{reply}</td><td class="reply">{prompt}</td></tr>')
+
+def replies_html(rows:list, # `reply_table`
+                 head:str, # the page's heading HTML (what the judgments are, where they come from)
+                )->str: # the page's body
+    "A reply viewer's body: a filter bar, one table row per judgment, and the script that filters and pages them."
+    dims = sorted({r['dimension'] for r in rows})
+    n_ok = sum(r['score'] is not None for r in rows)
+    bar = ('<div class="filters"><input id="rq" type="search" placeholder="filter: item, text of a reply" aria-label="filter">'
+           '<select id="rdim" aria-label="dimension"><option value="">every dimension</option>' + ''.join(f'<option>{esc(d)}</option>' for d in dims) + '</select>'
+           f'<select id="rst" aria-label="status"><option value="">parsed and failed</option><option value="parsed">parsed ({n_ok})</option>'
+           f'<option value="failed">failed ({len(rows) - n_ok})</option></select>'
+           '<button id="rprev" type="button">&larr;</button><button id="rnext" type="button">&rarr;</button> <span id="rinfo" class="meta"></span></div>')
+    table = ('<div class="tablewrap"><table id="replies" class="wrap"><thead><tr><th>item</th><th>dimension</th><th>sample</th><th>human mean</th>'
+             '<th>score</th><th>reply</th><th>prompt</th></tr></thead><tbody>' + ''.join(map(_reply_row, rows)) + '</tbody></table></div>')
+    return head + bar + table + f'<script>{_VIEWER_JS}</script>' 
+
+# %% ../nbs/14_site.ipynb #a72a47ee
+def reply_files(outputs:Path, # the outputs folder
+                arts:list, # `site_artifacts` of the sweep
+               )->list: # one dict per judgments file: run, dataset, file, page
+    "The judgments files to view: those of the sweep's runs, then those `judgelab judge` and `judgelab audit` wrote (outputs/judged/, outputs/audits/)."
+    files = [(a['run'], a['files']['.parquet']) for a in arts if a['kind'] == 'judgments' and '.parquet' in a['files']]
+    for top in ('judged', 'audits'):
+        files += [(p.relative_to(outputs).parts[0] + '/' + p.relative_to(outputs).parts[1], p) for p in sorted((outputs/top).glob('*/judgments/*/*.parquet'))]
+    out = []
+    for run, f in files:
+        if f.parent.name not in data.DATASETS: continue                  # judgments/<dataset>/<file>.parquet
+        out.append(dict(run=run, dataset=f.parent.name, file=f, page=f'replies/{run}/{_slug(f.stem)}.html'))
+    return out
+
+# %% ../nbs/14_site.ipynb #03afc135
+def _write_reply_pages(write, outputs:Path, files:list)->None:
+    "One viewer page per judgments file, and their index (replies/index.html); requests come from the generation cache when it is here."
+    store = outputs/'cache'/'generations.sqlite'     # the generation cache beside these outputs ($JUDGELAB_OUTPUTS/cache)
+    gc = cache.GenerationCache(store, read_only=True) if store.exists() else None
+    rows_ix = []
+    for f in files:
+        j = pd.read_parquet(f['file'])
+        keys = [k for x in (j['key'] if 'key' in j else []) for k in str(x or '').split(';') if k]
+        rows = reply_table(j, f['dataset'], gc.requests(keys) if gc and keys else None)
+        judge, model = (', '.join(map(str, pd.unique(j[c]))) for c in ('judge', 'model'))
+        n_ok = sum(r['score'] is not None for r in rows)
+        up = '../' * f['page'].count('/')
+        head = (f'<p class="meta"><a href="{up}replies/index.html">&larr; every reply</a> · <a href="{up}index.html">index</a></p>'
+                f'<h1>{esc(judge)} <span class="meta">({esc(model)})</span></h1>'
+                + _kv([('run', f'<code>{esc(f["run"])}</code>'), ('dataset', esc(f['dataset'])), ('file', f'<code>outputs/{esc(f["file"].relative_to(outputs).as_posix())}</code>'),
+                       ('judgments', f'{len(rows)}: {n_ok} parsed, {len(rows) - n_ok} failed')]))
+        write(f['page'], f'{judge} · replies', replies_html(rows, head), 'replies')
+        rows_ix.append(f'<tr><td><code>{esc(f["run"])}</code></td><td>{esc(f["dataset"])}</td><td><a href="{esc(f["page"][len("replies/"):])}">{esc(judge)}</a></td>'
+                       f'<td>{esc(model)}</td><td>{len(rows)}</td><td>{n_ok}</td><td>{len(rows) - n_ok}</td></tr>')
+    write('replies/index.html', 'Replies · judgelab', '<h1>Every reply</h1><p class="lead">One page per judgments file: each judgment with its reply, '
+          'its prompt, the parsed score or why there is none, and the human mean beside it.</p><div class="tablewrap"><table class="wrap"><thead><tr>'
+          '<th>run</th><th>dataset</th><th>judge</th><th>model</th><th>judgments</th><th>parsed</th><th>failed</th></tr></thead><tbody>' + ''.join(rows_ix) + '</tbody></table></div>')
+
 # %% ../nbs/14_site.ipynb #0cb41633
 def _collect(outputs:Path, runs_dir:Path, sweep:str, root:Path, lib_nbs:list):
     "Everything the pages need, as a namespace (see the notebook)."
@@ -599,7 +719,8 @@ def _collect(outputs:Path, runs_dir:Path, sweep:str, root:Path, lib_nbs:list):
     exp_runs = {e: [r for r in runs if r['experiment'] == e] for e in exps}
     exp_title = {e: _template_summary(next((r['template'] for r in exp_runs[e] if r['template']), None)
                                       or next((a['row'].get('notebook') for r in exp_runs[e] for a in arts_of[r['id']]), None), root) for e in exps}
-    return SimpleNamespace(outputs=outputs, runs_dir=runs_dir, sweep=sweep, root=root, arts=arts, runs=runs, exps=exps,
+    replies = reply_files(outputs, arts)
+    return SimpleNamespace(replies=replies, reply_page={f['file'].resolve(): f['page'] for f in replies}, outputs=outputs, runs_dir=runs_dir, sweep=sweep, root=root, arts=arts, runs=runs, exps=exps,
                            exp_runs=exp_runs, exp_title=exp_title, arts_of=arts_of, site_map=site_map, page_of=page_of,
                            input_sets=input_sets, site_of=lambda f: site_map.get(Path(f).resolve()))
 
@@ -633,7 +754,7 @@ def _findings_html(c, max_rows:int)->str:
 # %% ../nbs/14_site.ipynb #3b01bc03
 def _figures_html(c)->str:
     cards = [_card(a, c.site_of, c.page_of) for r in c.runs for a in c.arts_of[r['id']] if a['kind'] == 'figure' and 'thumb' in a]
-    return ('<h2 id="figures">Figures</h2><p class="meta">Click a figure for the full image; each caption links to the '
+    return ('<h1 id="figures">Figures</h1><p class="meta">Click a figure for the full image; each caption links to the '
             'executed notebook at the cell that made it.</p><div class="grid">\n' + '\n'.join(cards) + '\n</div>')
 
 # %% ../nbs/14_site.ipynb #b4bbcdf9
@@ -656,7 +777,9 @@ def _run_html(c, r:dict, max_rows:int)->str:
                  f'{_prov(a, c.page_of, "run")}</div>')
     if other := [a for a in ra if a['kind'] in ('judgments', 'other')]:
         b.append(f'<details><summary>{len(other)} judgments and checklist files (in <code>outputs/{esc(r["id"])}/</code>, not copied here)</summary><ul>'
-                 + ''.join(f'<li><code>{esc(f.resolve().relative_to(c.outputs).as_posix())}</code></li>' for a in other for _, f in sorted(a['files'].items())) + '</ul></details>')
+                 + ''.join(f'<li><code>{esc(f.resolve().relative_to(c.outputs).as_posix())}</code>'
+                           + (f' · <a href="{esc(c.reply_page[f.resolve()])}">every reply</a>' if f.resolve() in c.reply_page else '') + '</li>'
+                           for a in other for _, f in sorted(a['files'].items())) + '</ul></details>')
     for key, anchor in c.input_sets.get(r['id'], {}).items():
         ins = json.loads(key)
         b.append(f'<details class="prov" id="{anchor}"><summary>input files of this run and their sha256 ({len(ins)})</summary>{_inputs_table(ins)}</details>')
@@ -677,28 +800,38 @@ def _index_html(c, max_rows:int)->tuple:
     k = lambda *kinds: sum(a['kind'] in kinds for a in c.arts)
     nbs = c.root/'nbs'      # the description's links are relative to nbs/; its library notebooks are linked like 'Library' below, built or not
     lib_pages = {p.resolve(): f'lib/{p.stem}.html' for p in _lib_paths(nbs)}
+    import difflib
+    if summ and difflib.SequenceMatcher(None, summ.lower().rstrip('.'), title.split(':', 1)[-1].lower().strip()).ratio() > 0.8:
+        title = title.split(':')[0]                  # the title and the lead said one sentence twice: the lead says it
     b = [f'<h1>{esc(title)}</h1>', f'<p class="lead">{esc(summ)}</p>' if summ else '',
          f'<div class="prose">{relink(markdown_html(desc, raw_html=True), c.root/"nbs", "index.html", {**c.site_map, **lib_pages})}</div>' if desc else '',   # its links are relative to nbs/
          f'<div class="callout">{evidence_html(c.arts, c.runs)}</div>',
          '<h2 id="contents">Contents</h2><ul class="toc">'
          f'<li><a href="#findings">Findings</a> ({k("text")} texts, {sum(a["kind"] == "table" and "headline" in a["name"] for a in c.arts)} headline tables)</li>'
-         f'<li><a href="#figures">Figures</a> ({k("figure")})</li>'
-         f'<li><a href="#runs">Tables and provenance, run by run</a> ({k("table")} tables, {len(c.runs)} runs)</li>'
+         f'<li><a href="figures.html">Figures</a> ({k("figure")})</li>'
+         f'<li><a href="runs.html">Tables and provenance, run by run</a> ({k("table")} tables, {len(c.runs)} runs)</li>'
+         f'<li><a href="replies/index.html">Every reply</a> ({len(c.replies)} judgments files)</li>'
          '<li><a href="lib/index.html">Library: notebooks and API reference</a></li>' + ('<li><a href="#cite">How to cite</a></li>' if cit else '') + '</ul>',
-         _findings_html(c, max_rows), _figures_html(c),
-         '<h2 id="runs">Tables and provenance, run by run</h2><ul class="toc">'
+         _findings_html(c, max_rows)]
+    if cit: b.append(_cite_html(cit))
+    return title, '\n'.join(x for x in b if x)
+
+def _runs_page(c, max_rows:int)->str:
+    "The body of runs.html: every run's tables with their provenance, experiment by experiment."
+    b = ['<h1 id="runs">Tables and provenance, run by run</h1><ul class="toc">'
          + ''.join(f'<li><a href="#run-{_slug(r["id"])}">{esc(r["id"])}</a></li>' for r in c.runs) + '</ul>']
     for e in c.exps:
         t, s = c.exp_title[e]
         b.append(f'<h3 id="exp-{_slug(e)}">{esc(t or e)}</h3>' + (f'<div class="prose meta">{markdown_html(s, raw_html=True)}</div>' if s else ''))
         b += [_run_html(c, r, max_rows) for r in c.exp_runs[e]]
-    if cit: b.append(_cite_html(cit))
-    return title, '\n'.join(x for x in b if x)
+    return '\n'.join(b)
 
 # %% ../nbs/14_site.ipynb #11d7dd03
 def _run_head(c, r:dict, up:str)->str:
     arts = [a for a in c.arts_of[r['id']] if a['kind'] in ('figure', 'table', 'text')]
-    return (f'<div class="nbhead"><p class="meta"><a href="{up}index.html#run-{_slug(r["id"])}">&larr; back to the index</a></p>'
+    where = {'figure': 'figures.html#', 'table': 'runs.html#', 'text': 'index.html#'}
+    label = lambda a: a['name'] + (f' ({a["kind"]})' if sum(b['name'] == a['name'] for b in arts) > 1 else '')     # 'cost (table)', 'cost (figure)'
+    return (f'<div class="nbhead"><p class="meta"><a href="{up}runs.html#run-{_slug(r["id"])}">&larr; the run\'s tables and provenance</a> · <a href="{up}index.html">index</a></p>'
             f'<h1>{esc(r["id"])}</h1>' + _kv([
                 ('run id', f'<code>{esc(r["id"])}</code>'),
                 ('template', f'<code>{esc(r["template"])}</code>' if r['template'] else ''),
@@ -706,7 +839,8 @@ def _run_head(c, r:dict, up:str)->str:
                 ('commit', ', '.join(f'<code>{esc(x)}</code>' for x in _commits(c.arts_of[r['id']])) or '<span class="meta">no manifest row</span>'),
                 ('code version', f'<code>{esc(r["code"])}</code>' if r['code'] else ''),
                 ('run time', f'{r["seconds"]:.0f} s' if isinstance(r['seconds'], (int, float)) else ''),
-                ('artifacts', ', '.join(f'<a href="{up}index.html#{_art_id(a)}">{esc(a["name"])}</a>' for a in arts))]) + '</div>')
+                ('replies', ' · '.join(f'<a href="{up}{esc(f["page"])}">{esc(f["file"].stem.split("__")[0])}</a>' for f in c.replies if f['run'] == r['id'])),
+                ('artifacts', ', '.join(f'<a href="{up}{where[a["kind"]]}{_art_id(a)}">{esc(label(a))}</a>' for a in arts))]) + '</div>')
 
 # %% ../nbs/14_site.ipynb #7f4e84aa
 def _lib_head(p:Path, mod:str|None, api:str|None)->str:
@@ -802,11 +936,14 @@ def build_site(out:str|Path='_site', # the folder to write (emptied first)
               f'of <code>papermill_runs/{esc(sweep)}/</code>' + (f' (commits {", ".join(f"<code>{x}</code>" for x in commits)})' if commits else '') + '.')
     write = functools.partial(_write_page, out, footer, {outputs: 'outputs', runs_dir: 'papermill_runs'})
     write('index.html', *_index_html(c, max_rows))
+    write('figures.html', 'Figures · judgelab', _figures_html(c))
+    write('runs.html', 'Tables and provenance · judgelab', _runs_page(c, max_rows))
     for r in c.runs:
         if page := c.page_of.get(r['id']):
             body = relink(rendered[(str(r['notebook']), 'run')], r['notebook'].parent, page, c.site_map)
             write(page, f'{r["id"]} · judgelab', _run_head(c, r, '../' * page.count('/')) + body, 'nb')
     _write_lib_pages(write, c, lib_nbs, rendered, mods, lib)
+    _write_reply_pages(write, outputs, c.replies)
     # a page naming this machine's folders would not read the same anywhere else
     leaks = [p.relative_to(out).as_posix() for p in out.rglob('*.html') if any(str(f) in p.read_text() for f in (root, outputs, runs_dir))]
     if leaks: raise RuntimeError(f"pages name this machine's folders: {leaks}")

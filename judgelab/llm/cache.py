@@ -239,6 +239,14 @@ class GenerationCache:
             self._local.c = None
     def __len__(self):
         with self._guard(): return self.conn().execute('SELECT COUNT(*) FROM generations').fetchone()[0]
+    def requests(self, keys)->dict:
+        "{key: the request as stored (model, messages, sampling, ...) as a dict} for the keys present whose rows verify: what a reply answered, for a viewer."
+        with self._guard(): return {k: json.loads(r) for k, why, r in self._requests(dict.fromkeys(k for k in keys if k)) if not why}
+    def _requests(self, keys):
+        for s in range(0, len(keys := list(keys)), 500):
+            chunk = keys[s:s + 500]
+            for k, m, r, ch, cs in self.conn().execute(f"SELECT key, model, request, choice, {self._cs} FROM generations WHERE key IN ({','.join('?'*len(chunk))})", chunk).fetchall():
+                yield k, self._verified(k, m, r, ch, cs)[0], r
     def models(self)->dict:
         "{model identity: entries}."
         with self._guard(): return dict(self.conn().execute('SELECT model, COUNT(*) FROM generations GROUP BY model').fetchall())

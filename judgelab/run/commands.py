@@ -17,6 +17,7 @@ from ..llm.models import get_backend
 from ..report.judge_run import backend_kwargs
 from ..stats.audits import audit_legend, audit_next, coverage_text
 from . import sweep as S
+from .sweep import _dur
 
 # %% auto #0
 __all__ = ['JSON_SCHEMA', 'AUDIT_TEMPLATE', 'README_FILES', 'JUDGE_BACKENDS', 'COMMANDS', 'audit_run_id', 'run_with_progress',
@@ -24,6 +25,8 @@ __all__ = ['JSON_SCHEMA', 'AUDIT_TEMPLATE', 'README_FILES', 'JUDGE_BACKENDS', 'C
 
 # %% ../../nbs/run/13_cli.ipynb #49f32710
 _ITEM = 'list'   # JSON_SCHEMA: ('list', {...}) is a list of objects with these keys, ('object', {...}) one object
+# The keys of each command's --json document: a description, or ('list', {...}) / ('object', {...}) for a nested list of objects
+# or one object; the tests check every document against it
 JSON_SCHEMA = {
     'data list': dict(datasets=(_ITEM, dict(name='registry name', title='full title', raw="'present' (fetched), 'mirror' (a local copy to fetch from) or 'missing'",
                                             published='published judgment sources (list)', dimensions='dimension names (list)', annotators='ratings per item'))),
@@ -219,23 +222,23 @@ _CELLS = re.compile(r'(\d+)/(\d+) \[')
 
 # %% ../../nbs/run/13_cli.ipynb #4d934c4e
 def run_with_progress(cmd:list, env:dict, log:Path, desc:str, progress:bool=True)->int:
-    "Run papermill in a subprocess: its output to `log`, its cell count as a progress bar on stderr."
+    """Run papermill in a subprocess, its output to `log`. With `progress`, the stages the notebook reports (`judgelab.core.stage`:
+    the audit's correlations, each CorrGap pair, the quality groups...) are printed on stderr as they come, with the time since the start."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, 'w') as f, tqdm(total=None, desc=desc, unit='cell', disable=not progress, file=sys.stderr) as bar:
-        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.PIPE, env=env, cwd=paths.root, text=True, bufsize=1)
-        buf = ''
-        for ch in iter(lambda: p.stderr.read(1), ''):
-            f.write(ch)
-            buf += ch
-            if ch in '\r\n':
-                if m := _CELLS.search(buf):
-                    done, total = map(int, m.groups())
-                    if bar.total != total:
-                        bar.total = total
-                        bar.refresh()
-                    bar.update(done - bar.n)
-                buf = ''
-        return p.wait()
+    with tempfile.TemporaryDirectory() as d, open(log, 'w') as f:
+        prog, t0, seen = Path(d)/'progress', time.time(), 0
+        def show(last=False):
+            nonlocal seen
+            lines = prog.read_text(encoding='utf-8').split('\n')[:-1] if prog.exists() else []     # whole lines only
+            for l in lines[seen:]: print(f'{desc} [{_dur(time.time() - t0)}] {l}', file=sys.stderr, flush=True)
+            seen = len(lines)
+            if last: print(f'{desc} [{_dur(time.time() - t0)}] done', file=sys.stderr, flush=True)
+        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env={**env, 'JUDGELAB_PROGRESS': str(prog)}, cwd=paths.root, text=True)
+        while p.poll() is None:
+            if progress: show()
+            time.sleep(0.3)
+        if progress: show(last=p.returncode == 0)
+        return p.returncode
 
 # %% ../../nbs/run/13_cli.ipynb #9a73ffb7
 _COUNTS = ('n_perm', 'n_boot_excess', 'n_boot', 'n_perm_quality', 'n_sim')   # the audit's resample counts (`judgelab audit` and `judgelab judge`)

@@ -175,11 +175,31 @@ def failed_notebook(r:Run)->Path:
     "Where a failed run's executed notebook (with its traceback) is kept."
     return r.notebook.with_name(r.notebook.stem + '.failed.ipynb')
 
+# %% ../../nbs/run/12b_sweep.ipynb #025bf809
+def _dur(s:float)->str:
+    "A duration in words: '45 s', '3 min 05 s', '1 h 02 min'."
+    s = int(round(s))
+    return f'{s} s' if s < 60 else f'{s // 60} min {s % 60:02d} s' if s < 3600 else f'{s // 3600} h {s % 3600 // 60:02d} min'
+
+def _previous_seconds(r:Run, sweep_name:str)->float|None:
+    """How long the last run of this id took: its executed notebook's record, or (the notebook is gone: Snakemake removes a
+    job's outputs before it reruns it) the sweep's summary of its last call (papermill_runs/sweeps/<sweep>.json); None when neither has it."""
+    import nbformat
+    try: return float(nbformat.read(r.notebook, as_version=4).metadata['judgelab']['seconds'])
+    except (OSError, KeyError, TypeError, ValueError, AttributeError): pass
+    try: return next(float(x['seconds']) for x in json.loads((paths.runs/'sweeps'/f'{sweep_name}.json').read_text())['runs']
+                     if x['run'] == r.id and x.get('status') in FINISHED and x.get('seconds'))
+    except (OSError, KeyError, TypeError, ValueError, StopIteration): return None
+
 # %% ../../nbs/run/12b_sweep.ipynb #ffc2ec50
 def execute_rule(sweep:Sweep, run_id:str, threads:int|None=None, timeout:float|None=None):
     "What a Snakemake rule runs: one run of the sweep; raises on failure so that Snakemake records it (and skips what needs it)."
     r = next(r for r in sweep.runs if r.id == run_id)
+    prev = _previous_seconds(r, sweep.name)
+    eta = f" (its last run took {_dur(prev)}: done about {time.strftime('%H:%M', time.localtime(time.time() + prev))})" if prev else ''
+    print(f"[judgelab] {time.strftime('%H:%M:%S')} start {run_id}{eta}", flush=True)
     res = execute_run(r, sweep.kernel, timeout=timeout, threads=threads)
+    print(f"[judgelab] {time.strftime('%H:%M:%S')} {res.status} {run_id} in {_dur(res.seconds)}" + (f': {res.error}' if res.error else ''), flush=True)
     if res.status not in FINISHED:
         # Snakemake deletes a failed job's outputs (so the run is never mistaken for a finished one): its notebook,
         # with the traceback, is kept beside them as <id>.failed.ipynb
@@ -317,6 +337,8 @@ def run_sweep(sweep:Sweep|str|Path, jobs:int=1, force:bool=False, only:list|None
         cmd = snakemake_command(sweep, jobs, only, force, executor=executor, profile=profile, gpus=gpus, timeout=timeout,
                                 progress=progress, extra=extra, llm_jobs=llm_jobs)
         t0 = time.time() - 1
+        if progress: print(f"sweep {sweep.name}: {len(runs)} runs; Snakemake checks which are current, then starts the others "
+                           "('[judgelab] start' and '[judgelab] ok' lines, with each run's time)", flush=True)
         with subprocess.Popen(cmd, cwd=workdir(), env=_snakemake_env(), stdout=None if progress else subprocess.PIPE,
                               stderr=None if progress else subprocess.STDOUT, text=True) as proc:
             _note_lock(me, snakemake_pid=proc.pid, snakemake_pid_start=_proc_start(proc.pid))   # it outlives a killed judgelab

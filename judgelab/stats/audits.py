@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np, pandas as pd
 from ..data import DATASETS, as_dataset
 from ..data.judgments import as_judgments, judgment_scores
+from ..core import stage
 from . import correlation_table, alt_test, alt_test_inputs, krippendorff_alpha, fdr_adjust
 from .corrgap import corrgap_audit, canonical_items, quality_groups, quality_threshold, quality_threshold_rule, quality_cut, human_baseline, rater_slots, bootstrap_weights
 
@@ -606,6 +607,18 @@ def _audit_quality(J:pd.DataFrame, ds, mats:dict, targets:list, quality_threshol
     quality = quality.drop(columns='boot') if len(quality) else quality
     return quality, direction, qx
 
+# %% ../../nbs/stats/06a_audit.ipynb #b024b589
+def _audit_warnings(J:pd.DataFrame, ds, dims_all:list, targets:list, n_boot_excess:int, alpha:float)->pd.DataFrame:
+    "`audit_coverage` of the judgments, warning (before anything is computed) of a partial coverage and of resamples too few for BH to reach `alpha`."
+    cov = audit_coverage(J, ds, dims_all)
+    for c in cov[(cov['items'] < cov.items_dataset) | (cov.n_dimensions < cov.n_dimensions_dataset)].to_dict('records'):
+        warnings.warn(f"{c['model']} ({c['judge']}): {coverage_text(c)}")
+    n_pairs = len(targets)*(len(dims_all) - 1)
+    if n_boot_excess and n_pairs and n_pairs/(n_boot_excess + 1) > alpha:
+        warnings.warn(f'with {n_boot_excess} bootstrap resamples and {n_pairs} pairs per judge no BH-adjusted excess p-value can fall below '
+                      f'{n_pairs/(n_boot_excess + 1):.3f} (> alpha {alpha}): use at least {int(np.ceil(n_pairs/alpha))} resamples')
+    return cov
+
 # %% ../../nbs/stats/06a_audit.ipynb #d1ffe5ce
 def audit(judgments:pd.DataFrame, # a plain table item_id, dimension, score [, judge, model, sample, failure], or judgments (schema of judgelab.data.judgments)
           dataset, # a dataset name or a `judgelab.data.Dataset`
@@ -635,21 +648,21 @@ def audit(judgments:pd.DataFrame, # a plain table item_id, dimension, score [, j
     targets = [ds.dim(t).name for t in targets] if targets else [d for d in dims_all if d in set(J.dimension)]
     params = dict(dataset=ds.name, targets=targets, exclude_dims=list(exclude_dims or ()), method=method, bins=bins, ties=ties, n_perm=n_perm,
                   n_boot_excess=n_boot_excess, n_boot=n_boot, n_perm_quality=n_perm_quality, n_boot_quality=n_boot_quality, quality_thresholds=quality_thresholds, alpha=alpha, n_sim=n_sim, alt=alt, seed=seed)
-    n_pairs = len(targets)*(len(dims_all) - 1)
-    cov = audit_coverage(J, ds, dims_all)
-    for c in cov[(cov['items'] < cov.items_dataset) | (cov.n_dimensions < cov.n_dimensions_dataset)].itertuples():
-        warnings.warn(f'{c.model} ({c.judge}): {coverage_text(c._asdict())}')
-    if n_boot_excess and n_pairs and n_pairs/(n_boot_excess + 1) > alpha:
-        warnings.warn(f'with {n_boot_excess} bootstrap resamples and {n_pairs} pairs per judge no BH-adjusted excess p-value can fall below '
-                      f'{n_pairs/(n_boot_excess + 1):.3f} (> alpha {alpha}): use at least {int(np.ceil(n_pairs/alpha))} resamples')
+    cov = _audit_warnings(J, ds, dims_all, targets, n_boot_excess, alpha)
+    n_j = len(cov)
+    stage(f'correlations with humans: {n_j} judge(s) x {len(targets)} dimension(s) x 3 levels, {n_boot} bootstrap resamples')
     ct = correlation_table(J, ds, n_boot=n_boot, seed=seed)
+    stage(f'CorrGap and the human baseline: {len(targets)*(len(dims_all) - 1)} pairs x {n_j} judge(s); {n_perm} permutations, '
+          f'{n_boot_excess} bootstrap resamples, {n_sim} null simulations per pair')
     mats = corrgap_audit(J, ds, targets=targets, others=dims_all, method=method, bins=bins, ties=ties, n_perm=n_perm,
                          test='permutation' if n_perm else None, n_boot=n_boot_excess, null=n_sim > 0, n_sim=max(n_sim, 1), seed=seed,
                          progress=progress) if len(dims_all) > 1 else {}
     pairs = _audit_pairs(mats, alpha)
     tt = target_table(mats, ct, method, alpha)
     jl = judge_level(mats, alpha) if mats else pd.DataFrame()
+    stage(f'quality groups: {n_perm_quality} permutations, {n_boot_quality} bootstrap resamples' if n_perm_quality >= 0 and mats else 'quality groups: skipped')
     quality, direction, qx = _audit_quality(J, ds, mats, targets, quality_thresholds, method, bins, ties, n_perm_quality, n_boot_quality, seed)
+    stage('alt-test, verdicts, inference over judges')
     at = alt_test_table(J, ds, dims=targets) if alt else pd.DataFrame()
     ag = human_agreement(ds, targets)
     v = verdicts(pairs, ct, ag, method, alpha, targets=targets)

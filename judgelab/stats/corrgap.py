@@ -13,6 +13,7 @@ from tqdm import tqdm
 from . import corr, fdr_adjust, krippendorff_alpha, cluster_counts, _wranks, METHODS
 from ..data import as_dataset
 from ..data.judgments import judgment_scores, as_judgments
+from ..core import stage
 
 # %% auto #0
 __all__ = ['TIES', 'SUMMARY_COLUMNS', 'WEIGHT_COLUMNS', 'NULL_COLUMNS', 'divergence', 'split_groups', 'CorrGapResult',
@@ -1358,8 +1359,10 @@ def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (sch
     judges, wide, hm, ids, docs, targets, slots, W = _audit_data(judgments, ds, targets, baseline, n_boot, seed)
     rows = {tuple(k): [] for k in judges}
     boots = {tuple(k): [] for k in judges}
-    for i, t, k, o in tqdm(_audit_pair_list(ds, targets, others), desc=f'CorrGap {ds.name}', disable=not progress, file=sys.stderr):
+    pl = _audit_pair_list(ds, targets, others)
+    for n, (i, t, k, o) in enumerate(tqdm(pl, desc=f'CorrGap {ds.name}', disable=not progress, file=sys.stderr)):
         preds = {jm: w[t].values for jm, w in wide.items() if t in w}   # judges with judgments of t (all failed: NaN rows)
+        stage(f'CorrGap pair {n + 1} of {len(pl)}: {t} <- {o}, {len(preds)} judge(s)')
         if not preds: continue
         hb = mn = dw = None
         if baseline:

@@ -84,3 +84,20 @@ def test_judge_json_is_one_document_with_the_audit_inside(server, sandbox):
     conforms(d['audit'], JSON_SCHEMA['audit'])
     assert d['scored'] == d['pairs'] == 48 and d['status'] == 'ok' and d['run'].startswith('judged/topical_chat__direct__my-judge__')
     assert {x['target'] for x in d['audit']['verdicts']} == {'coherence', 'engagingness'}
+
+def test_every_reply_of_your_run_is_in_the_site(server, sandbox, tmp_path):
+    "Judge, then `make site`: the run's page in the reply viewer holds every reply, its exact request (from the cache) and the human mean."
+    import shutil
+    from judgelab import site as S
+    from tests.conftest import ROOT
+    assert _judge(server, sandbox, '--no-audit', n_items='4').returncode == 0
+    out = tmp_path/'outputs'
+    shutil.copytree(ROOT/'outputs'/'embedded', out/'embedded')          # the main job's runs, as a checkout has them
+    S.build_site(tmp_path/'_site', outputs=out, runs=ROOT/'papermill_runs', lib=False, jobs=1)
+    run = next((out/'judged').iterdir())
+    f = next(run.rglob('*.parquet')); j = pd.read_parquet(f)
+    page = (tmp_path/'_site'/'replies'/'judged'/run.name/f'{S._slug(f.stem)}.html').read_text()
+    assert page.count('<tr data-dim=') == len(j) == 8
+    for reply in j.rationale: assert S.esc(reply) in page
+    assert page.count('<div class="msg"><b>user</b>') == 8 and 'exact request is in the generation cache' not in page   # the prompts, from the cache
+    assert run.name in (tmp_path/'_site'/'replies'/'index.html').read_text()

@@ -54,36 +54,38 @@ def test_site_has_every_page_and_artifact(built):
     mods = {re.search(r'#\|\s*default_exp\s+([\w.]+)', nb.read_text()).group(1).removesuffix('.__init__') for nb in libs}
     assert {p.stem for p in (built/'api').glob('*.html')} == mods
     arts = S.site_artifacts(ROOT/'outputs', SWEEP, ROOT)
-    index = (built/'index.html').read_text()
+    # the index (findings), the figures and the runs' tables each on a page of their own (the index was one 4 MB page)
+    index, figures, runs = ((built/p).read_text() for p in ('index.html', 'figures.html', 'runs.html'))
     figs = [a for a in arts if a['kind'] == 'figure']
-    assert index.count('<figure class="card"') == len(figs) >= 20
+    assert figures.count('<figure class="card"') == len(figs) >= 20 and '<figure class="card"' not in index
     for a in arts:
         if a['kind'] in ('table', 'text'):
-            assert f'id="{S._slug("art-" + a["run"] + "-" + a["name"])}"' in index, a['name']
+            assert f'id="{S._slug("art-" + a["run"] + "-" + a["name"])}"' in (runs if a['kind'] == 'table' else index), a['name']
         if a['kind'] == 'figure':
             png = 'outputs/' + a['files']['.png'].relative_to(ROOT/'outputs').as_posix()
-            assert f'href="{png}"' in index and (built/png).exists(), png
+            assert f'href="{png}"' in figures and (built/png).exists(), png
+    assert len(index) < 1_000_000, len(index)
     # the findings the runs wrote in prose, the headline tables, the citation and where the evidence comes from
     assert 'CorrGap findings' in index and 'the audit in one line' in index
     assert '@software{judgelab,' in index and 'pipeline check' in index and 'SmolLM2-135M-Instruct' in index
 
 def test_long_tables_are_collapsed_and_cut(built):
-    index = (built/'index.html').read_text()
+    index = (built/'runs.html').read_text()
     big = ROOT/'outputs/embedded/paper_checkeval/tables/paper_checkeval_correlations.md'
     n = len(big.read_text().splitlines()) - 3      # caption, header, separator
     assert n > 1000 and f'show the table ({n} rows)' in index and f'First 200 of {n} rows' in index
     assert len(index) < 6_000_000, len(index)
 
 def test_provenance_of_an_artifact(built):
-    index = (built/'index.html').read_text()
+    index = (built/'runs.html').read_text()
     row = json.loads((ROOT/'outputs/embedded/corrgap_audit/hanna/manifest.jsonl').read_text().splitlines()[0])
     for name, sha in row['inputs'].items(): assert name in index and sha in index
     assert row['commit'][:10] in index
     page = (built/'runs/embedded/corrgap_audit/hanna.html').read_text()
-    assert 'n_perm=2999' in page and row['commit'][:10] in page and 'href="../../../index.html#run-embedded-corrgap_audit-hanna"' in page
+    assert 'n_perm=2999' in page and row['commit'][:10] in page and 'href="../../../runs.html#run-embedded-corrgap_audit-hanna"' in page
 
 def test_figure_captions_come_from_the_notebooks(built):
-    index = (built/'index.html').read_text()
+    index = (built/'figures.html').read_text()
     # the main job writes each figure's caption into its manifest row; the site shows that caption
     rows = [json.loads(l) for l in (ROOT/'outputs/embedded/data_overview/manifest.jsonl').read_text().splitlines()]
     cap = next(r['caption'] for r in rows if 'outputs/embedded/data_overview/figures/dimension_correlations.png' in r['artifacts'])
@@ -177,7 +179,7 @@ def _wait_loaded(d, name):
         lambda d: d.execute_script("return document.readyState === 'complete' && [...document.images].every(i => i.complete)"),
         f'{name} did not finish loading')
 
-@pytest.mark.parametrize('page', ['index.html', JUDGE_PAGE, AUDIT_PAGE, LIB_PAGE])
+@pytest.mark.parametrize('page', ['index.html', 'figures.html', 'runs.html', JUDGE_PAGE, AUDIT_PAGE, LIB_PAGE])
 def test_pages_load_without_console_errors(built, browser, page):
     logs = _open(browser, built/page)
     severe = [l for l in logs if l['level'] == 'SEVERE']
@@ -185,7 +187,7 @@ def test_pages_load_without_console_errors(built, browser, page):
     broken = browser.execute_script("return [...document.images].filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src)")
     assert not broken, broken
     n_img = browser.execute_script('return document.images.length')
-    if page in ('index.html', AUDIT_PAGE): assert n_img > 0
+    if page in ('figures.html', AUDIT_PAGE): assert n_img > 0
     # navigation back to the index from every page
     assert browser.execute_script("return [...document.querySelectorAll('header.topbar a.brand')].length") == 1
 
@@ -197,7 +199,7 @@ def test_pages_load_from_a_plain_static_server(built, browser):
     srv = http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
-        for page in ('index.html', AUDIT_PAGE, LIB_PAGE):
+        for page in ('index.html', 'figures.html', AUDIT_PAGE, LIB_PAGE):
             browser.get(f'http://127.0.0.1:{srv.server_address[1]}/{page}')
             _wait_loaded(browser, page)
             assert not [l for l in browser.get_log('browser') if l['level'] == 'SEVERE'], page
@@ -207,7 +209,7 @@ def test_pages_load_from_a_plain_static_server(built, browser):
         srv.shutdown(); srv.server_close()
 
 def test_figure_thumbnails_render(built, browser):
-    _open(browser, built/'index.html')
+    _open(browser, built/'figures.html')
     rects = browser.execute_script("""
         const imgs = [...document.querySelectorAll('figure.card img')];
         imgs[0].scrollIntoView({block: 'center'});
@@ -215,6 +217,7 @@ def test_figure_thumbnails_render(built, browser):
               .concat([[window.devicePixelRatio, window.innerHeight, 0, 0, 0]]);""")
     (dpr, vh, *_), rects = rects[-1], rects[:-1]
     assert len(rects) >= 4 and all(r[4] > 0 and r[2] > 100 and r[3] > 100 for r in rects), rects
+    assert min(r[2] for r in rects) > 380, rects           # thumbnails wide enough to read (they were 250 px)
     shot = Image.open(io.BytesIO(browser.get_screenshot_as_png())).convert('L')
     seen = 0
     for left, top, w, h, _ in rects:
@@ -235,3 +238,50 @@ def test_the_browser_checks_catch_a_broken_page(browser, tmp_path):
     logs = _open(browser, tmp_path/'bad.html')
     assert {l['level'] for l in logs} == {'SEVERE'} and any('missing.png' in l['message'] for l in logs) and any('boom' in l['message'] for l in logs)
     assert browser.execute_script("return [...document.images].filter(i => !(i.complete && i.naturalWidth > 0)).length") == 1
+
+# ---- the reply viewer ----
+
+def _viewer(built, name='analyze_rate'):
+    import pandas as pd
+    f = next((ROOT/'outputs'/SWEEP/'judge'/'summeval__SmolLM2-135M-Instruct'/'judgments'/'summeval').glob(f'{name}__*.parquet'))
+    return built/'replies'/SWEEP/'judge'/'summeval__SmolLM2-135M-Instruct'/f'{S._slug(f.stem)}.html', pd.read_parquet(f)
+
+def test_every_reply_is_in_the_viewer_with_the_human_mean(built):
+    page, j = _viewer(built)
+    text = page.read_text()
+    assert text.count('<tr data-dim=') == len(j) > 0
+    for reply in j.rationale: assert S.esc(reply) in text
+    from judgelab.data import load
+    hm = load('summeval').human_mean()
+    r = j.iloc[0]
+    assert f'{hm.at[r.item_id, r.dimension]:.2f}' in text
+    # linked from the run's page and from the index of every reply
+    assert page.relative_to(built).as_posix() in (built/JUDGE_PAGE).read_text().replace('../', '')
+    assert page.relative_to(built/'replies').as_posix() in (built/'replies'/'index.html').read_text()
+
+def test_the_viewer_filters_and_pages_in_the_browser(built, browser):
+    page, j = _viewer(built, 'checkeval')
+    logs = _open(browser, page)
+    assert not [l for l in logs if l['level'] == 'SEVERE'], logs
+    shown = lambda: browser.execute_script("return [...document.querySelectorAll('#replies tbody tr')].filter(r => !r.hidden).length")
+    info = lambda: browser.find_element('id', 'rinfo').text
+    assert shown() == min(len(j), 50) and info().startswith(f'{len(j)} of {len(j)} judgments')
+    from selenium.webdriver.support.ui import Select
+    Select(browser.find_element('id', 'rdim')).select_by_visible_text('relevance')
+    assert shown() == min((j.dimension == 'relevance').sum(), 50) and info().startswith(f'{(j.dimension == "relevance").sum()} of {len(j)}')
+    Select(browser.find_element('id', 'rdim')).select_by_index(0)
+    browser.find_element('id', 'rq').send_keys(j.item_id.iloc[0])
+    assert info().startswith(f'{(j.item_id == j.item_id.iloc[0]).sum()} of {len(j)}'), info()
+
+def test_labels_and_constants_say_what_they_are(built):
+    index = (built/'index.html').read_text()
+    h1, lead = re.search(r'<h1>(.*?)</h1>\s*<p class="lead">(.*?)</p>', index).groups()
+    assert h1 == 'judgelab' and 'research compendium for multi' in lead        # the title and the lead once said one sentence twice
+    # a run page's artifact list: one label per artifact ('cost' was listed twice: the table and the figure)
+    head = (built/JUDGE_PAGE).read_text().split('<td>artifacts</td>', 1)[1].split('</tr>', 1)[0]
+    labels = re.findall(r'>([^<>]+)</a>', head)
+    assert labels and len(labels) == len(set(labels)), labels
+    # module constants: their value or size, and what the source's comment says of them (they read 'An instance of dict.')
+    api = {p.name: p.read_text() for p in (built/'api').glob('*.html')}
+    assert not [n for n, t in api.items() if 'An instance of' in t]
+    assert "The keys of each command's --json document" in api['run.commands.html'] and 'LOW_AGREEMENT = 0.45' in api['stats.audits.html']

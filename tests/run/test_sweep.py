@@ -4,7 +4,7 @@ library code, parameters and needed runs, a fresh clone that knows its committed
 that does not stop the others, a run killed midway that resumes from the generation cache, the cluster path through
 Snakemake's `cluster-generic` executor with a loopback submit script, bad files rejected with their line."""
 
-import json, os, shutil, signal, sqlite3, subprocess, time
+import json, os, re, shutil, signal, sqlite3, subprocess, time
 from pathlib import Path
 import nbformat, pandas as pd, psutil, pytest
 from hypothesis import given, settings, strategies as st
@@ -377,3 +377,13 @@ def test_run_ids_are_distinct_folders_that_never_hold_one_another_and_ignore_fil
     keep = data.draw(st.lists(st.sampled_from(range(len(grid))), unique=True, min_size=1))
     again = assign_ids([Run('e', Path('t.ipynb'), dict(p)) for p in grid], 's')   # ids are assigned before any filter
     assert [again[k].id for k in keep] == [ids[k] for k in keep]
+
+def test_a_sweep_says_each_run_as_it_starts_and_ends_with_an_eta_from_its_last_run(repo):
+    cfg = repo/'s.yaml'; cfg.write_text(SWEEP)
+    r = sweep(repo, cfg, '--only', 'other')
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert 'sweep s: 1 runs; Snakemake checks which are current' in out, out
+    assert re.search(r'\[judgelab\] \d\d:\d\d:\d\d start s/other\n', out) and re.search(r'\[judgelab\] \d\d:\d\d:\d\d ok s/other in \d+ s', out), out
+    r = sweep(repo, cfg, '--only', 'other', '--force')          # the second time: how long the last run of this id took, and when it should end
+    assert re.search(r'start s/other \(its last run took \d+ s: done about \d\d:\d\d\)', r.stdout + r.stderr), r.stdout + r.stderr

@@ -245,3 +245,13 @@ def test_a_typo_is_answered_with_the_nearest_name(sandbox):
     assert r.returncode == 2 and "did you mean 'coherence' for 'coherance'?" in r.stderr, r.stderr
     r = _cli(env, f, '--dataset', 'sumeval', *FAST)
     assert r.returncode == 2 and "Did you mean 'summeval'?" in r.stderr, r.stderr
+
+def test_the_audit_reports_its_stages_as_it_runs(sandbox):
+    "Without --quiet, stderr names each stage (correlations, every CorrGap pair, the quality groups...) with the time since the start."
+    tmp, env = sandbox
+    f = tmp/'honest.csv'; _judge(0.0).to_csv(f, index=False)
+    r = _cli(env, f, '--dataset', 'summeval', '--n-perm', '0', '--n-boot-excess', '0', '--n-boot', '0', '--n-perm-quality', '0', '--n-sim', '0')
+    assert r.returncode == 0, r.stderr[-3000:]
+    for s in ('] correlations with humans: 1 judge(s) x 4 dimension(s)', '] CorrGap pair 1 of 12: coherence <- consistency, 1 judge(s)',
+              '] CorrGap pair 12 of 12', '] quality groups', '] tables and figures', '] done'):
+        assert s in r.stderr, (s, r.stderr[-3000:])
