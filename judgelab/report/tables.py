@@ -22,20 +22,20 @@ from . import add_note, ci_errorbar, corrgap_series, f3, n_of, dataset_label, di
 # %% auto #0
 __all__ = ['human_agreement', 'judges_agreement', 'alt_tests', 'alttest_figure', 'crowd_alt_tests', 'crowd_agreement',
            'dataset_counts', 'score_distributions_figure', 'dimension_correlations', 'dimension_correlations_figure',
-           'replay_source', 'replay_figure', 'replay_headline', 'checkeval_figure', 'checkeval_agreement',
-           'quality_split_correlations', 'run_table', 'f2', 'icc_text', 'partial_text', 'partial_vs_corrgap',
-           'partial_vs_corrgap_text', 'mixed_models', 'mixed_text', 'reliability_figure', 'corrgap_pairs',
-           'corrgap_per_target', 'corrgap_summary', 'corrgap_box_figure', 'corrgap_groups_figure', 'corrgap_findings',
-           'corrgap_quality', 'dimcheck_vs_baselines', 'method_costs', 'finding_dependence', 'finding_second_measure',
-           'finding_raw_corrgap', 'finding_quality', 'finding_alttest', 'finding_embedded', 'synthetic_pairs',
-           'synthetic_shape', 'synthetic_false_positives', 'synthetic_figure', 'check_noise_params', 'noise_settings',
-           'noise_false_positive_runs', 'wilson_ci', 'noise_false_positives', 'share_ci', 'noise_summary',
-           'noise_curve', 'noise_figure', 'noise_curve_text', 'noise_other_text', 'held_out_half', 'evaluate_split',
-           'decomposition_per_dimension', 'decomposition_table1', 'rounding_figure', 'check_calibration_params',
-           'calibration_runs', 'calibration_cells', 'calibration_summary', 'calibration_figure', 'calibration_text',
-           'audit_judgments', 'over_judges_text', 'audit_excess_figure', 'audit_heatmaps_figure', 'crowd_baseline',
-           'crowd_baseline_text', 'second_views', 'audit_headline', 'audit_headline_text', 'judge_alt_tests',
-           'checklist_answers', 'checklist_agreement', 'checklist_text']
+           'replay_source', 'replay_figure', 'replay_headline', 'checkeval_figure', 'likert_on_scale',
+           'checkeval_agreement', 'quality_split_correlations', 'run_table', 'f2', 'icc_text', 'partial_text',
+           'partial_vs_corrgap', 'partial_vs_corrgap_text', 'mixed_models', 'mixed_text', 'reliability_figure',
+           'corrgap_pairs', 'corrgap_per_target', 'corrgap_summary', 'corrgap_box_figure', 'corrgap_groups_figure',
+           'corrgap_findings', 'corrgap_quality', 'dimcheck_vs_baselines', 'method_costs', 'finding_dependence',
+           'finding_second_measure', 'finding_raw_corrgap', 'finding_quality', 'finding_alttest', 'finding_embedded',
+           'synthetic_pairs', 'synthetic_shape', 'synthetic_false_positives', 'synthetic_figure', 'check_noise_params',
+           'noise_settings', 'noise_false_positive_runs', 'wilson_ci', 'noise_false_positives', 'share_ci',
+           'noise_summary', 'noise_curve', 'noise_figure', 'noise_curve_text', 'noise_other_text', 'held_out_half',
+           'evaluate_split', 'decomposition_per_dimension', 'decomposition_table1', 'rounding_figure',
+           'check_calibration_params', 'calibration_runs', 'calibration_cells', 'calibration_summary',
+           'calibration_figure', 'calibration_text', 'audit_judgments', 'over_judges_text', 'audit_excess_figure',
+           'audit_heatmaps_figure', 'crowd_baseline', 'crowd_baseline_text', 'second_views', 'audit_headline',
+           'audit_headline_text', 'judge_alt_tests', 'checklist_answers', 'checklist_agreement', 'checklist_text']
 
 # %% ../../nbs/report/11b_tables.ipynb #c5fbe882
 def _sentence_alpha(n, s):
@@ -382,10 +382,36 @@ def checkeval_figure(main:pd.DataFrame, # one row per judge: dataset, family, so
         'dimension\'s checklist) and the reference judge; Likert judges: G-Eval-style and direct ratings, and the published judges. '
         + (f'Not shown: {note}. ' if note else '') + f'{len(fin)} judges shown.')
 
+# %% ../../nbs/report/11b_tables.ipynb #39537828
+def likert_on_scale(lk:pd.DataFrame, # Likert judgments of one dataset
+                    dataset, # its name or `judgelab.data.Dataset`
+                   )->list: # agreement rows, one per dimension
+    """Krippendorff's alpha (interval) across the Likert judges whose every parsed score on a dimension lies on that dimension's human
+    rating scale [lo, hi]. A judge on another scale (UniEval's probabilities, a 0-2 score of a 0-1 dimension) is left out and named in
+    the note: one alpha never mixes scales, where the distance between two scores would mean different things."""
+    spec, rows = D.get_spec(dataset), []
+    lk = lk[lk.parse_ok].assign(model=lambda x: x.judge + '/' + x.model)
+    for dim, g in lk.groupby('dimension', sort=False):
+        dd = spec.dim(dim)
+        rng = g.groupby('model').score.agg(['min', 'max'])
+        on = rng[(rng['min'] >= dd.lo - 1e-9) & (rng['max'] <= dd.hi + 1e-9)].index
+        off = '; '.join(f'{m} ({r["min"]:.2f}-{r["max"]:.2f})' for m, r in rng.drop(on).iterrows())
+        note = (f'left out, not on the {dd.lo:g}-{dd.hi:g} scale: {off}' if off else '')
+        label = f'likert ({dd.lo:g}-{dd.hi:g} scale)'
+        if len(on) < 2:
+            rows.append(dict(dataset=spec.name, judges=label, dimension=dim, coders=len(on), items=g.item_id.nunique(), krippendorff_alpha=np.nan,
+                             fleiss_kappa=np.nan, note='; '.join(x for x in ('fewer than 2 judges on the rating scale', note) if x)))
+            continue
+        r = score_agreement([x for _, x in g[g.model.isin(on)].groupby('model')]).iloc[0]
+        rows.append(dict(dataset=spec.name, judges=label, dimension=dim, coders=int(r.models), items=int(r['items']), krippendorff_alpha=r.alpha,
+                         fleiss_kappa=np.nan, note=note or np.nan))
+    return rows
+
 # %% ../../nbs/report/11b_tables.ipynb #8ae7ad23
 def checkeval_agreement(J:dict, # dataset -> judgments with a `family` column ('checklist' or 'likert')
                         datasets:list)->pd.DataFrame:
-    "Agreement across judge models: per checklist (the seed and any built stage) alpha on scores and Fleiss' kappa on answers; alpha across all Likert judges."
+    """Agreement across judge models: per checklist (the seed and any built stage) alpha on scores and Fleiss' kappa on answers; alpha across
+    the Likert judges on each dimension's rating scale (`likert_on_scale`: judges on another scale are left out and named, never pooled)."""
     arows = []
     for d in datasets:
         for cj in sorted(x for x in J[d].judge.unique() if x.startswith('checkeval')) or ['checkeval']:   # the seed checklist, and any built stage
@@ -399,11 +425,7 @@ def checkeval_agreement(J:dict, # dataset -> judgments with a `family` column ('
             for r in score_agreement(tabs).itertuples():
                 arows.append(dict(dataset=d, judges=cj, dimension=r.dimension, coders=r.models, items=r.items,
                                   krippendorff_alpha=r.alpha, fleiss_kappa=question_agreement([t[t.dimension == r.dimension] for t in tabs])))
-    for d in datasets:
-        lk = J[d][(J[d].family == 'likert')].assign(model=lambda x: x.judge + '/' + x.model)
-        if lk.model.nunique() >= 2:
-            for r in score_agreement([g for _, g in lk.groupby('model')]).itertuples():
-                arows.append(dict(dataset=d, judges='likert (all)', dimension=r.dimension, coders=r.models, items=r.items, krippendorff_alpha=r.alpha, fleiss_kappa=np.nan))
+    for d in datasets: arows += likert_on_scale(J[d][J[d].family == 'likert'], d)
     return pd.DataFrame(arows)
 
 # %% ../../nbs/report/11b_tables.ipynb #19000204

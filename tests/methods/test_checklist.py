@@ -58,3 +58,19 @@ def test_a_checklist_stage_the_run_builds_is_not_required_before_the_run(tmp_out
     assert [p['label'] for p in plan] == ['checkeval_filtered']
     with pytest.raises(ValueError, match='No checklist for hanna/coherence'):
         method_plan([{'method': 'checkeval', 'options': {'stage': 'filtered'}}], ha, dims=['coherence'])
+
+def test_likert_agreement_never_pools_judges_on_different_scales():
+    "Topical-Chat coherence is rated 1-3; UniEval's score (0-3.95) once went into the same alpha as the 1-3 ratings ('likert (all)', 0.149)."
+    import numpy as np, pandas as pd
+    from judgelab.report.tables import checkeval_agreement
+    from judgelab.data import load
+    items = load('topical_chat').items.item_id[:60]
+    rng = np.random.default_rng(0)
+    truth = rng.integers(1, 4, len(items))
+    def judge(name, scores): return pd.DataFrame(dict(item_id=items, dimension='coherence', judge=name, model='m', score=scores, parse_ok=True, family='likert'))
+    J = {'topical_chat': pd.concat([judge('a', truth), judge('b', np.clip(truth + rng.integers(-1, 2, len(items)), 1, 3)),
+                                    judge('prob', rng.uniform(0, 1, len(items)))], ignore_index=True)}
+    r = checkeval_agreement(J, ['topical_chat']).set_index('judges').loc['likert (1-3 scale)']
+    assert r.coders == 2 and 'prob/m (0.' in r.note and 'not on the 1-3 scale' in r.note
+    alone = checkeval_agreement({'topical_chat': J['topical_chat'][J['topical_chat'].judge != 'prob']}, ['topical_chat']).set_index('judges').loc['likert (1-3 scale)']
+    assert r.krippendorff_alpha == alone.krippendorff_alpha          # the judge on another scale changes nothing

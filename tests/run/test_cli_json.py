@@ -52,3 +52,16 @@ def test_audit_json_holds_the_verdicts_coverage_legend_and_next_steps(sandbox):
     assert d['judge'] == 'leaky' and d['model'] == 'org/leaky-7b'
     assert '400 resamples' in d['legend'][1] and 'at least 0.030' in d['legend'][1]      # 12 pairs, 400 resamples: 12/401
     assert 'coherence <- fluency' in d['next'][0] and 'excess_heatmaps.png' in d['next'][0]
+
+def test_every_option_of_every_subcommand_has_help_text():
+    import argparse
+    from judgelab.cli import parser
+    missing = []
+    def walk(p, where):
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for name, sp in a.choices.items(): walk(sp, f'{where} {name}')
+            elif not isinstance(a, (argparse._HelpAction, argparse._VersionAction)) and not a.help:
+                missing.append(f"{where} {'/'.join(a.option_strings) or a.dest}")
+    walk(parser(), 'judgelab')
+    assert not missing, missing
