@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 from .. import data as D
 from ..data import judgments as JM
 from ..core import paths, sha256_file
-from ..stats import alt_test, alt_test_inputs, corr, correlation, correlation_table, krippendorff_alpha
+from ..stats import alt_test, alt_test_inputs, percentile_ranks, corr, correlation, correlation_table, krippendorff_alpha
 from ..stats.corrgap import corrgap, corrgap_audit, dependence_weight, human_baseline, matched_null, quality_groups, quality_threshold, rater_slots, sigma_for_alpha, simulate_raters
 from ..stats.reliability import compare_excess, human_reliability, judge_as_rater, mixed_excess, partial_audit
 from ..methods.judges import direct_regressor, summarize
@@ -20,22 +20,23 @@ from ..methods.dimcheck import edit_rate
 from . import add_note, ci_errorbar, corrgap_series, f3, n_of, dataset_label, dim_label, heatmap, heatmap_note, judge_label, run_id, run_judgment_files, run_outputs
 
 # %% auto #0
-__all__ = ['human_agreement', 'judges_agreement', 'alt_tests', 'alttest_figure', 'crowd_alt_tests', 'crowd_agreement',
-           'dataset_counts', 'score_distributions_figure', 'dimension_correlations', 'dimension_correlations_figure',
-           'replay_source', 'replay_figure', 'replay_headline', 'checkeval_figure', 'likert_on_scale',
-           'checkeval_agreement', 'quality_split_correlations', 'run_table', 'f2', 'icc_text', 'partial_text',
-           'partial_vs_corrgap', 'partial_vs_corrgap_text', 'mixed_models', 'mixed_text', 'reliability_figure',
-           'corrgap_pairs', 'corrgap_per_target', 'corrgap_summary', 'corrgap_box_figure', 'corrgap_groups_figure',
-           'corrgap_findings', 'corrgap_quality', 'dimcheck_vs_baselines', 'method_costs', 'finding_dependence',
-           'finding_second_measure', 'finding_raw_corrgap', 'finding_quality', 'finding_alttest', 'finding_embedded',
-           'synthetic_pairs', 'synthetic_shape', 'synthetic_false_positives', 'synthetic_figure', 'check_noise_params',
-           'noise_settings', 'noise_false_positive_runs', 'wilson_ci', 'noise_false_positives', 'share_ci',
-           'noise_summary', 'noise_curve', 'noise_figure', 'noise_curve_text', 'noise_other_text', 'held_out_half',
-           'evaluate_split', 'decomposition_per_dimension', 'decomposition_table1', 'rounding_figure',
-           'check_calibration_params', 'calibration_runs', 'calibration_cells', 'calibration_summary',
-           'calibration_figure', 'calibration_text', 'audit_judgments', 'over_judges_text', 'audit_excess_figure',
-           'audit_heatmaps_figure', 'crowd_baseline', 'crowd_baseline_text', 'second_views', 'audit_headline',
-           'audit_headline_text', 'judge_alt_tests', 'checklist_answers', 'checklist_agreement', 'checklist_text']
+__all__ = ['human_agreement', 'judges_agreement', 'alt_tests', 'alttest_forms', 'alttest_forms_text', 'alttest_figure',
+           'crowd_alt_tests', 'crowd_agreement', 'dataset_counts', 'score_distributions_figure',
+           'dimension_correlations', 'dimension_correlations_figure', 'replay_source', 'replay_figure',
+           'replay_headline', 'checkeval_figure', 'likert_on_scale', 'checkeval_agreement',
+           'quality_split_correlations', 'run_table', 'f2', 'icc_text', 'partial_text', 'partial_vs_corrgap',
+           'partial_vs_corrgap_text', 'mixed_models', 'mixed_text', 'reliability_figure', 'corrgap_pairs',
+           'corrgap_per_target', 'corrgap_summary', 'corrgap_box_figure', 'corrgap_groups_figure', 'corrgap_findings',
+           'corrgap_quality', 'dimcheck_vs_baselines', 'method_costs', 'finding_dependence', 'finding_second_measure',
+           'finding_raw_corrgap', 'finding_quality', 'finding_alttest', 'finding_embedded', 'synthetic_pairs',
+           'synthetic_shape', 'synthetic_false_positives', 'synthetic_figure', 'check_noise_params', 'noise_settings',
+           'noise_false_positive_runs', 'wilson_ci', 'noise_false_positives', 'share_ci', 'noise_summary',
+           'noise_curve', 'noise_figure', 'noise_curve_text', 'noise_other_text', 'held_out_half', 'evaluate_split',
+           'decomposition_per_dimension', 'decomposition_table1', 'rounding_figure', 'check_calibration_params',
+           'calibration_runs', 'calibration_cells', 'calibration_summary', 'calibration_figure', 'calibration_text',
+           'audit_judgments', 'over_judges_text', 'audit_excess_figure', 'audit_heatmaps_figure', 'crowd_baseline',
+           'crowd_baseline_text', 'second_views', 'audit_headline', 'audit_headline_text', 'judge_alt_tests',
+           'checklist_answers', 'checklist_agreement', 'checklist_text']
 
 # %% ../../nbs/report/11b_tables.ipynb #c5fbe882
 def _sentence_alpha(n, s):
@@ -88,9 +89,11 @@ def _alt_rows(ds, J, eps, scoring, q, min_n, ids=None):
             with warnings.catch_warnings():
                 warnings.simplefilter('ignore')
                 r = alt_test(llm, humans, scoring, eps, q, min_instances_per_human=min_n)
+                rk = alt_test(*percentile_ranks(llm, humans), 'neg_rmse', eps, q, min_instances_per_human=min_n) if scoring == 'neg_rmse' else None
             rows.append(dict(judge=judge, model=model, dimension=label, epsilon=eps, winning_rate=r.winning_rate,
                              advantage_probability=r.advantage_probability, passed=r.passed, tested=len(r.tested), untested=len(r.untested),
-                             instances=int(np.mean(list(r.n_instances.values()))) if r.n_instances else 0))
+                             instances=int(np.mean(list(r.n_instances.values()))) if r.n_instances else 0,
+                             winning_rate_rank=rk.winning_rate if rk else np.nan, advantage_probability_rank=rk.advantage_probability if rk else np.nan))
     return rows
 
 # %% ../../nbs/report/11b_tables.ipynb #bc182de4
@@ -106,6 +109,39 @@ def alt_tests(judg:dict, # dataset name -> judgments of its published judges
     alt['raters'] = alt.dataset.map(lambda n: loaded[n].spec.alt_test_raters)
     alt['caveat'] = alt.dataset.map(lambda n: 'yes' if loaded[n].spec.alt_test_caveat else '')
     return alt
+
+# %% ../../nbs/report/11b_tables.ipynb #eab97a33
+def alttest_forms(alt:pd.DataFrame, # `alt_tests`: per judge, a row per dimension and a pooled row
+                 )->pd.DataFrame: # one row per dataset and judge
+    """The alt-test read two ways, per judge: pooled over dimensions (one test on every (item, dimension) instance, as judgelab's
+    tables report it) and per criterion then averaged (Steindl et al.: the winning rate of each dimension's own test, their mean,
+    and whether that mean reaches 0.5); and the advantage probability with values (`neg_rmse`) beside the same with each
+    source's labels as percentile ranks (`percentile_ranks`), which a judge cannot raise by sitting near the raters' mean."""
+    rows = []
+    for (d, j, m), g in alt.groupby(['dataset', 'judge', 'model'], sort=False):
+        p, c = g[g.dimension == 'pooled'], g[(g.dimension != 'pooled') & (g.tested > 0)]
+        p = p.iloc[0] if len(p) else g.iloc[0]
+        wr_c = float(c.winning_rate.mean()) if len(c) else np.nan
+        rows.append(dict(dataset=d, judge=j, model=m, dimensions=len(c), wr_pooled=p.winning_rate, passed_pooled=bool(p.passed),
+                         wr_per_criterion=wr_c, passed_per_criterion=bool(wr_c >= 0.5 - 1e-9) if np.isfinite(wr_c) else False,   # (2/3 + 1/3)/2 is 0.4999...
+                         criteria_passed=int(c.passed.sum()), ap_pooled=p.advantage_probability, ap_rank_pooled=p.get('advantage_probability_rank', np.nan)))
+    return pd.DataFrame(rows)
+
+# %% ../../nbs/report/11b_tables.ipynb #f992e60a
+def alttest_forms_text(forms:pd.DataFrame)->str:
+    "The two readings of the alt-test in words: judges passing per dataset each way, and where ranks move the advantage probability most."
+    per = [f"{dataset_label(d)} {int(g.passed_pooled.sum())} of {len(g)} pooled, {int(g.passed_per_criterion.sum())} averaged per criterion"
+           for d, g in forms.groupby('dataset', sort=False)]
+    txt = ("Judges that pass the alt-test (winning rate >= 0.5), pooled over dimensions (one test) and per criterion then averaged (the mean "
+           f"of each dimension's winning rate, as Steindl et al. report it): {'; '.join(per)}.")
+    f = forms.dropna(subset=['ap_pooled', 'ap_rank_pooled']).assign(drop=lambda x: x.ap_pooled - x.ap_rank_pooled)
+    if len(f):
+        top = f.loc[f['drop'].idxmax()]
+        txt += (f" The advantage probability under neg_rmse rewards values near the raters' mean as well as the raters' order: with each source's "
+                f"labels as percentile ranks it falls most for {judge_label(top.judge, top.model)} on {dataset_label(top.dataset)} "
+                f"({top.ap_pooled:.3f} to {top.ap_rank_pooled:.3f}); over all {len(f)} judges the rank form correlates "
+                f"{f.ap_pooled.corr(f.ap_rank_pooled, method='spearman'):.2f} (Spearman) with the value form.")
+    return txt
 
 # %% ../../nbs/report/11b_tables.ipynb #528f52a2
 def _two_columns(nrows):
@@ -961,6 +997,9 @@ def finding_alttest(alt, # the agreement run's alttest table (or None)
     per = [f"{dataset_label(d)} {int(g.passed.sum())} of {len(g)} (epsilon {g.epsilon.iloc[0]:g})" for d, g in p.groupby('dataset', sort=False)]
     who = _alt_who(p)
     txt = f"The alt-test (Calderon et al. 2025) pooled over dimensions: judges that pass, per dataset: {'; '.join(per)}." + (f" They are {'; '.join(who)}." if who else '')
+    f = alttest_forms(alt)
+    txt += (" Per criterion then averaged (Steindl et al.'s form): " + '; '.join(f"{dataset_label(d)} {int(g.passed_per_criterion.sum())} of {len(g)}"
+                                                                         for d, g in f.groupby('dataset', sort=False)) + '.')
     for d in dict.fromkeys(alt[alt.caveat.fillna('') == 'yes'].dataset): txt += f" {dataset_label(d)}: {D.get_spec(d).alt_test_caveat}"
     if altc is not None and crowd:
         pc = altc[altc.dimension == 'pooled']

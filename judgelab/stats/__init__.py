@@ -15,7 +15,7 @@ from ..data.judgments import judgment_scores, as_judgments
 # %% auto #0
 __all__ = ['REGRESSOR_ORDER', 'METHODS', 'LEVELS', 'round_to_scale', 'split_indices', 'make_regressor', 'corr', 'Corr',
            'correlation', 'cluster_counts', 'bootstrap_ci', 'correlation_table', 'fdr_reject', 'fdr_adjust',
-           'AltTestResult', 'alt_test', 'alt_test_inputs', 'krippendorff_alpha', 'fleiss_kappa']
+           'AltTestResult', 'percentile_ranks', 'alt_test', 'alt_test_inputs', 'krippendorff_alpha', 'fleiss_kappa']
 
 # %% ../../nbs/stats/05_stats.ipynb #20b96105
 def round_to_scale(x, # value(s) to round
@@ -457,6 +457,19 @@ def _pvalue(d, epsilon):
         m = d.mean()
         return 0.0 if m < epsilon else (1.0 if m > epsilon else np.nan)
     return float(ss.ttest_1samp(d, epsilon, alternative='less').pvalue)
+
+# %% ../../nbs/stats/05_stats.ipynb #00d5b94f
+def percentile_ranks(llm:dict, # {instance: label} from the LLM
+                     humans:dict, # {annotator: {instance: label}}
+                    )->tuple: # (llm, humans) with each source's labels as percentile ranks in (0, 1)
+    """The alt-test's labels as percentile ranks within each source: the judge's over its instances, each annotator's over
+    theirs (ties share their mean rank). Under `neg_rmse` the test then asks whether the judge orders the instances as the
+    annotators do, not whether its values sit near theirs: a judge calibrated to the raters' mean gains nothing, and one
+    offset from them loses nothing."""
+    def pr(d):
+        keys = list(d)
+        return dict(zip(keys, (ss.rankdata([d[k] for k in keys]) - 0.5)/len(keys))) if keys else {}
+    return pr(llm), {j: pr(h) for j, h in humans.items()}
 
 # %% ../../nbs/stats/05_stats.ipynb #900c66bb
 def alt_test(llm:dict, # {instance: label} from the LLM
