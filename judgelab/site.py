@@ -634,6 +634,7 @@ def _reply_row(r:dict)->str:
 
 def replies_html(rows:list, # `reply_table`
                  head:str, # the page's heading HTML (what the judgments are, where they come from)
+                 up:str='', # the relative way to the site's root, for its script (assets/replies.js)
                 )->str: # the page's body
     "A reply viewer's body: a filter bar, one table row per judgment, and the script that filters and pages them."
     dims = sorted({r['dimension'] for r in rows})
@@ -645,7 +646,7 @@ def replies_html(rows:list, # `reply_table`
            '<button id="rprev" type="button">&larr;</button><button id="rnext" type="button">&rarr;</button> <span id="rinfo" class="meta"></span></div>')
     table = ('<div class="tablewrap"><table id="replies" class="wrap"><thead><tr><th>item</th><th>dimension</th><th>sample</th><th>human mean</th>'
              '<th>score</th><th>reply</th><th>prompt</th></tr></thead><tbody>' + ''.join(map(_reply_row, rows)) + '</tbody></table></div>')
-    return head + bar + table + f'<script>{_VIEWER_JS}</script>' 
+    return head + bar + table + f'<script src="{up}assets/replies.js"></script>'     # a file of the site's own: no inline script beside the data
 
 # %% ../nbs/14_site.ipynb #a72a47ee
 def reply_files(outputs:Path, # the outputs folder
@@ -678,7 +679,7 @@ def _write_reply_pages(write, outputs:Path, files:list)->None:
                 f'<h1>{esc(judge)} <span class="meta">({esc(model)})</span></h1>'
                 + _kv([('run', f'<code>{esc(f["run"])}</code>'), ('dataset', esc(f['dataset'])), ('file', f'<code>outputs/{esc(f["file"].relative_to(outputs).as_posix())}</code>'),
                        ('judgments', f'{len(rows)}: {n_ok} parsed, {len(rows) - n_ok} failed')]))
-        write(f['page'], f'{judge} · replies', replies_html(rows, head), 'replies')
+        write(f['page'], f'{judge} · replies', replies_html(rows, head, up), 'replies')
         rows_ix.append(f'<tr><td><code>{esc(f["run"])}</code></td><td>{esc(f["dataset"])}</td><td><a href="{esc(f["page"][len("replies/"):])}">{esc(judge)}</a></td>'
                        f'<td>{esc(model)}</td><td>{len(rows)}</td><td>{n_ok}</td><td>{len(rows) - n_ok}</td></tr>')
     write('replies/index.html', 'Replies · judgelab', '<h1>Every reply</h1><p class="lead">One page per judgments file: each judgment with its reply, '
@@ -875,6 +876,7 @@ def _write_assets(out:Path, c)->None:
     if out.exists(): shutil.rmtree(out)
     (out/'assets').mkdir(parents=True)
     (out/'assets'/'site.css').write_text(SITE_CSS.lstrip())
+    (out/'assets'/'replies.js').write_text(_VIEWER_JS + '\n')          # the reply viewer's filter and pager
     (out/'assets'/'pygments.css').write_text(HtmlFormatter(style='default').get_style_defs('.highlight') + '\n')
     for src, rel in c.site_map.items():
         if rel.startswith('outputs/'):

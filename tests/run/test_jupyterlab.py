@@ -40,7 +40,7 @@ def _env(home:Path)->dict:
 
 def test_start_here_notebook_exists_and_the_readme_points_to_it():
     assert (ROOT/START_HERE).exists()
-    assert START_HERE in (ROOT/'nbs'/'index.ipynb').read_text()
+    assert f']({START_HERE})' in (ROOT/'README.md').read_text()          # README.md, rendered from nbs/index.ipynb (links root-relative there)
 
 def test_make_lab_as_the_current_user(tmp_path):
     "As root on CI machines and containers (JupyterLab exits without --allow-root), as the user elsewhere."
