@@ -86,6 +86,7 @@ def split_groups(gt_t, gt_o,
             wH, wL = _share(wH, Dr, s, m), _share(wL, -Dr, s, m)
             out['bins'] = b
         else: out['strata'] = np.zeros(n, int)
+        wH, wL = (np.where(w < 1e-12, 0.0, np.where(w > 1 - 1e-12, 1.0, w)) for w in (wH, wL))   # sums leave 3e-16 where a weight is 0: membership must not depend on the rows' order
         out.update(H=np.flatnonzero(wH > 0), L=np.flatnonzero(wL > 0), wH=wH, wL=wL)
         return out
     idr = _id_order(np.arange(n) if ids is None else ids)
