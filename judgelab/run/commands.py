@@ -7,7 +7,6 @@ from __future__ import annotations
 import os, sys, argparse, re, textwrap, shutil, subprocess, tempfile, contextlib, math, fcntl, json, hashlib, time
 from pathlib import Path
 import pandas as pd, yaml
-from tqdm import tqdm
 from .. import data as D
 from ..data import judgments as JM
 from ..core import paths, resource_name
@@ -78,6 +77,10 @@ def _records(df:pd.DataFrame, cols:list)->list:
     "Rows of `df` as plain dicts of `cols` (absent columns: null)."
     return [{c: r.get(c) for c in cols} for r in df.to_dict('records')]
 
+def _source_json(source:str, r)->dict:
+    "A published judgment source (a row of `list_judgments`) as `--json` writes it, in `data info` and `judgments list` alike."
+    return dict(source=source, description=r.description, rationales=bool(r.rationales), authors_rules=r.authors_rules or None)
+
 # %% ../../nbs/run/13_cli.ipynb #a039abd3
 def _data_list(a):
     rows = []
@@ -136,7 +139,7 @@ def _info_json(spec)->dict:
                 alt_test=dict(epsilon=spec.alt_test_epsilon, raters=spec.alt_test_raters, caveat=spec.alt_test_caveat or None),
                 dimensions=[dict(name=d.name, label=d.label, lo=d.lo, hi=d.hi, step=d.step or None, definition=d.definition) for d in spec.dims],
                 files=[dict(path=f.path, present=(where/f.path).exists(), sha256=f.sha256 or None, url=f.url) for f in spec.files_of(None)],
-                published=[dict(source=s, description=r.description, rationales=bool(r.rationales), authors_rules=r.authors_rules or None) for s, r in lj.iterrows()],
+                published=[_source_json(s, r) for s, r in lj.iterrows()],
                 available=bool(D.available(spec.name)))
 
 # %% ../../nbs/run/13_cli.ipynb #7a9099d5
@@ -179,8 +182,7 @@ def _data_info(a):
 
 # %% ../../nbs/run/13_cli.ipynb #8c759cc9
 def _judgments_list(a):
-    if a.json: return _emit(dict(judgments=[dict(dataset=n, source=s, description=r.description, rationales=bool(r.rationales), authors_rules=r.authors_rules or None)
-                                            for n in _names(a) for s, r in JM.list_judgments(n).iterrows()]))
+    if a.json: return _emit(dict(judgments=[dict(dataset=n, **_source_json(s, r)) for n in _names(a) for s, r in JM.list_judgments(n).iterrows()]))
     for n in (_names(a)):
         lj = JM.list_judgments(n)
         if lj.empty:
@@ -217,8 +219,6 @@ def _env(**kw):
         for k, v in old.items():
             if v is None: os.environ.pop(k, None)
             else: os.environ[k] = v
-
-_CELLS = re.compile(r'(\d+)/(\d+) \[')
 
 # %% ../../nbs/run/13_cli.ipynb #4d934c4e
 def run_with_progress(cmd:list, env:dict, log:Path, desc:str, progress:bool=True)->int:
