@@ -8,11 +8,12 @@ RUNS := papermill_runs
 # portable CPU build of llama.cpp (AVX2/FMA/F16C), as verified on these machines
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 
-.PHONY: help venv data browser reproduce overview synthetic audit agreement judges paper test check-sync nbtest pytest export readme lab site bench bench-all clean-venv dist tools citation
+.PHONY: help venv data browser reproduce overview synthetic audit agreement judges paper test test-cluster check-sync nbtest pytest export readme lab site bench bench-all clean-venv dist tools citation
 
 help:
 	@echo "make reproduce  - set up .venv, fetch + verify data, run the main job (judgelab sweep configs/embedded.yaml) into outputs/"
 	@echo "make test       - set up .venv, check notebooks are clean and in sync, nbdev_test, pytest"
+	@echo "make test-cluster - the SLURM tests alone: a real single-node cluster on 127.0.0.1 (root or sudo; apt installs slurm-wlm)"
 	@echo "make export     - nbdev_clean + nbdev_export + README.md (after editing notebooks)"
 	@echo "make lab        - JupyterLab on 127.0.0.1, opened on nbs/tutorials/start_here.ipynb (LAB_PORT=8888)"
 	@echo "make site       - the compendium as static HTML in _site/ (findings, figures, tables, executed notebooks, library docs; reads offline)"
@@ -83,6 +84,12 @@ browser:
 	    && echo "installed chromium and chromium-driver in $$(( $$(date +%s) - start )) s"; fi
 
 test: check-sync nbtest pytest
+
+# tests/cluster/ alone (`make test` runs it too): `judgelab sweep --executor slurm` against a real single-node SLURM cluster
+# on 127.0.0.1 that tests/cluster/slurm.sh starts and stops (Debian's slurm-wlm, slurmdbd, MariaDB and munge, installed
+# with apt when missing; root or password-less sudo). `tests/cluster/slurm.sh run DIR CMD` runs any command beside one.
+test-cluster: venv data
+	$(BIN)/python -m pytest -q tests/cluster
 
 export: venv
 	$(BIN)/nbdev_clean && $(BIN)/nbdev_export && $(BIN)/judgelab readme

@@ -17,9 +17,9 @@ from ..methods import check_options
 
 
 # %% auto #0
-__all__ = ['MAX_SWEEP_BYTES', 'MAX_YAML_NODES', 'MAX_YAML_DEPTH', 'MAX_RUNS', 'TEMPLATE_DIRS_VAR', 'ConfigError', 'safe_yaml',
-           'load_yaml_lines', 'slug', 'Run', 'assign_ids', 'variant_name', 'check_nesting', 'template_dirs',
-           'template_allowed', 'Sweep', 'parse_assignments', 'load_sweep']
+__all__ = ['MAX_SWEEP_BYTES', 'MAX_YAML_NODES', 'MAX_YAML_DEPTH', 'REQUEST_KEYS', 'MAX_RUNS', 'TEMPLATE_DIRS_VAR', 'ConfigError',
+           'safe_yaml', 'load_yaml_lines', 'slug', 'Run', 'assign_ids', 'variant_name', 'check_nesting',
+           'parse_requests', 'template_dirs', 'template_allowed', 'Sweep', 'parse_assignments', 'load_sweep']
 
 # %% ../../nbs/run/12_sweep_config.ipynb #c8b4891f
 class ConfigError(ValueError): "A sweep file that cannot run; the message names the file and line."
@@ -152,6 +152,7 @@ class Run:
     line: int = 0
     template_defaults: dict = field(default_factory=dict) # the template's own values of parameters not set by the sweep
     priority: int = 0 # Snakemake's rule priority: of the runs ready to start, the higher first (not part of the run's identity)
+    requests: dict = field(default_factory=dict) # what the run asks of a cluster node (`parse_requests`: cpus, mem_mb, minutes, gpus); not part of its identity
     @property
     def effective(self)->dict: return {**self.template_defaults, **self.parameters}
     @property
@@ -166,13 +167,14 @@ class Run:
     def rule(self)->str: return re.sub(r'\W', '_', self.id.split('/', 1)[-1])
     @property
     def resources(self)->dict:
-        "What must not overlap: one in-process llama.cpp model (`llm`), one GPU per vLLM run (`gpu`), a server's slots."
+        "What must not overlap: one in-process llama.cpp model (`llm`), the GPUs of a vLLM run (`gpu`: its `gpus` request, else its tensor_parallel_size), a server's slots."
         p = self.effective
         b = p.get('backend')
-        if b is None: return {}
-        if b == 'llamacpp': return {'llm': 1}
-        if b == 'vllm': return {'gpu': int((p.get('backend_options') or {}).get('tensor_parallel_size', 1))}
-        return {f"server_{_hash(p.get('base_url', ''), 8)}": 1}
+        out = ({} if b is None else {'llm': 1} if b == 'llamacpp' else {'gpu': int((p.get('backend_options') or {}).get('tensor_parallel_size', 1))} if b == 'vllm'
+               else {f"server_{_hash(p.get('base_url', ''), 8)}": 1})
+        if self.requests.get('gpus') is not None:
+            out = {k: v for k, v in out.items() if k != 'gpu'} | ({'gpu': self.requests['gpus']} if self.requests['gpus'] else {})
+        return out
     def __repr__(self): return f"Run({self.id})"
 
 # %% ../../nbs/run/12_sweep_config.ipynb #51fa72cb
@@ -237,13 +239,60 @@ def check_nesting(ids:list)->None:
         for a in ('/'.join(parts[:i]) for i in range(1, len(parts))):
             if a in known: raise ConfigError(f"run {a!r} would write outputs/{a}/, which holds the folder of run {b!r}")
 
+# %% ../../nbs/run/12_sweep_config.ipynb #e3b65d4a
+REQUEST_KEYS = dict(cpus="cores, an integer >= 1 (SLURM's --cpus-per-task; on a cluster also the run's thread budget)",
+                    mem="memory: '16G', '500M', '1.5T' or megabytes as an integer (SLURM's --mem)",
+                    time="wall time: '90m', '12h', '1h30m', 'HH:MM:SS', 'D-HH:MM:SS' or minutes as an integer (SLURM's --time)",
+                    gpus="GPUs, an integer >= 0 (SLURM's --gres=gpu:N; a vLLM run asks for its tensor_parallel_size unless this says more)")
+_MEM_UNITS = dict(k=1/1024, m=1, g=1024, t=1024**2)
+
+def _minutes(v)->int:
+    "A wall time in minutes (rounded up): minutes as an integer, '90m', '12h', '1h30m', '2d', 'HH:MM:SS', 'MM:SS', 'D-HH:MM[:SS]'."
+    s = str(v).strip().lower()
+    if isinstance(v, int) and not isinstance(v, bool): m = v
+    elif m_ := re.fullmatch(r'(?:(\d+)d)?\s*(?:(\d+)h)?\s*(?:(\d+)m(?:in)?)?\s*(?:(\d+)s)?', s):
+        if not any(m_.groups()): raise ValueError
+        d, h, mi, se = (int(x or 0) for x in m_.groups())
+        m = d*1440 + h*60 + mi + -(-se//60)
+    elif m_ := re.fullmatch(r'(?:(\d+)-)?(\d+):(\d{1,2})(?::(\d{1,2}))?', s):
+        d, a, b, c = m_.groups()
+        h, mi, se = (int(a), int(b), int(c)) if c is not None else ((int(a), int(b), 0) if d else (0, int(a), int(b)))
+        m = int(d or 0)*1440 + h*60 + mi + -(-se//60)
+    else: raise ValueError
+    if m < 1: raise ValueError
+    return m
+
+
+# %% ../../nbs/run/12_sweep_config.ipynb #bfe2c471
+def parse_requests(spec:dict, # an experiment's `resources`: {cpus, mem, time, gpus}, each optional
+                  )->dict: # {'cpus': int, 'mem_mb': int, 'minutes': int, 'gpus': int}, with the keys given
+    "An experiment's `resources` as numbers for a cluster's scheduler; a `ValueError` naming the key, its value and what it may be."
+    if not isinstance(spec, dict): raise ValueError(f"resources must be a mapping of {', '.join(REQUEST_KEYS)}, not {spec!r}")
+    out = {}
+    for k, v in spec.items():
+        if k not in REQUEST_KEYS: raise ValueError(f"unknown resource {k!r}; resources: {', '.join(REQUEST_KEYS)}")
+        bad = ValueError(f"resources.{k}: {v!r} is not {REQUEST_KEYS[k]}")
+        if k in ('cpus', 'gpus'):
+            if isinstance(v, bool) or not isinstance(v, int) or v < (1 if k == 'cpus' else 0): raise bad
+            out[k] = v
+        elif k == 'mem':
+            m = None if isinstance(v, bool) else re.fullmatch(r'(\d+(?:\.\d+)?)\s*([kmgt])?i?b?', str(v).strip().lower())
+            if not m or (isinstance(v, float)) or float(m[1]) <= 0: raise bad
+            out['mem_mb'] = max(1, math.ceil(float(m[1]) * _MEM_UNITS[m[2] or 'm']))
+        else:
+            try: out['minutes'] = _minutes(v)
+            except ValueError: raise bad from None
+    return out
+
+
 # %% ../../nbs/run/12_sweep_config.ipynb #ef4acf3b
 _TOP_TYPES = dict(name=(str, 'a string (letters, digits, _, -, .)'), description=(str, 'a string'), kernel=(str, "a string (a Jupyter kernel's name)"),
                   defaults=(dict, 'a mapping of parameter -> value'), experiments=(dict, 'a mapping of experiment name -> settings'))
 _EXP_TYPES = dict(template=(str, "a string: the template notebook's path from the repository root"), parameters=(dict, 'a mapping of parameter -> value'),
                   grid=((dict, list), 'a mapping of parameter -> list of values, or a list of such mappings'),
                   needs=(list, 'a list of names of experiments listed before it'), inputs=(list, 'a list of globs from the repository root'),
-                  description=(str, 'a string'), priority=(int, 'an integer: runs of a higher priority start first when they are ready (default 0)'))
+                  description=(str, 'a string'), priority=(int, 'an integer: runs of a higher priority start first when they are ready (default 0)'),
+                  resources=(dict, 'a mapping of cpus, mem, time, gpus: what each run asks of a cluster node'))
 
 def _kind(v)->str:
     "A YAML value's type in words, with the value when it is short."
@@ -301,7 +350,7 @@ def template_allowed(p:str|Path)->bool:
 # %% ../../nbs/run/12_sweep_config.ipynb #09ae90d8
 _UNSET = object()
 _TOP = {'name', 'description', 'defaults', 'experiments', 'kernel'}
-_EXP = {'template', 'parameters', 'grid', 'needs', 'inputs', 'description', 'priority'}
+_EXP = {'template', 'parameters', 'grid', 'needs', 'inputs', 'description', 'priority', 'resources'}
 _TYPES = dict(str=(str,), int=(int,), float=(int, float), bool=(bool,), list=(list,), dict=(dict,))
 
 @dataclass
@@ -315,6 +364,7 @@ class Sweep:
     overrides: dict = field(default_factory=dict) # `--set` values (the Snakefile reloads the sweep with them)
     match: dict = field(default_factory=dict) # `--match` values
     every: list = field(default_factory=list) # every run of the file, selected by --match or not (the runs `needs` reads)
+    cluster: bool = False # its runs are jobs of a cluster executor (set by the Snakefile): a run's threads follow its job's cores
     def __len__(self): return len(self.runs)
     def experiments(self)->list: return list(dict.fromkeys(r.experiment for r in self.runs))
 
@@ -484,6 +534,8 @@ def _experiment_runs(err, line, at:tuple, ename:str, e:dict, tpl:Path, declared:
     "(the runs of experiment `ename` over its grids, with the file's parameters; per run id: its grid's path; per run id: whether --match keeps it)."
     fixed, needs, inputs = e.get('parameters') or {}, e.get('needs') or [], e.get('inputs') or []
     exp_runs, run_at, kept = [], {}, {}
+    try: requests = parse_requests(e.get('resources') or {})
+    except ValueError as ex: err(at + ('resources',), str(ex))
     for gi, g in enumerate(grids):
         gat = _grid_at(at, e, gi)
         for combo in _expand(g):
@@ -493,7 +545,10 @@ def _experiment_runs(err, line, at:tuple, ename:str, e:dict, tpl:Path, declared:
                 if k in declared: seen_values.setdefault(k, []).append(own.get(k, tdefaults.get(k)))
             keep = not any(k in declared and own.get(k, tdefaults.get(k)) != v for k, v in match.items())
             _check_run(err, at, gat, g, combo, params, fixed, declared)
-            exp_runs.append(Run(ename, tpl, own, '', inputs, needs, line(gat), tdefaults, int(e.get('priority') or 0)))
+            exp_runs.append(Run(ename, tpl, own, '', inputs, needs, line(gat), tdefaults, int(e.get('priority') or 0), requests))
+            tp = (params.get('backend_options') or {}).get('tensor_parallel_size', 1) if params.get('backend') == 'vllm' else 0
+            if requests.get('gpus') is not None and isinstance(tp, int) and requests['gpus'] < tp:
+                err(at + ('resources', 'gpus'), f"resources.gpus is {requests['gpus']}, but a run of {ename!r} has tensor_parallel_size {tp}: vLLM needs that many GPUs")
             run_at[id(exp_runs[-1])] = gat
             kept[id(exp_runs[-1])] = keep
     if not exp_runs: err(at + ('grid',), f"experiment {ename!r} expands to no run (an empty grid)")

@@ -13,10 +13,10 @@ from ..report import write_outputs_index
 
 
 # %% auto #0
-__all__ = ['SNAKEFILE', 'FINISHED', 'THREAD_VARS', 'PAPERMILL_MAIN', 'workdir', 'rule_spec', 'RunResult', 'thread_budget',
-           'thread_env', 'execute_run', 'failed_notebook', 'execute_rule', 'snakemake_command', 'prune_metadata',
-           'foreign_results', 'SweepLocked', 'unlock', 'run_sweep', 'lock_record', 'lock_holder', 'take_lock',
-           'release_lock', 'summary_table', 'format_summary', 'dry_run', 'ConfigError', 'MAX_SWEEP_BYTES',
+__all__ = ['SNAKEFILE', 'FINISHED', 'THREAD_VARS', 'PAPERMILL_MAIN', 'workdir', 'job_resources', 'rule_spec', 'RunResult',
+           'thread_budget', 'thread_env', 'execute_run', 'failed_notebook', 'execute_rule', 'snakemake_command',
+           'prune_metadata', 'foreign_results', 'SweepLocked', 'unlock', 'run_sweep', 'lock_record', 'lock_holder',
+           'take_lock', 'release_lock', 'summary_table', 'format_summary', 'dry_run', 'ConfigError', 'MAX_SWEEP_BYTES',
            'MAX_YAML_NODES', 'MAX_YAML_DEPTH', 'MAX_RUNS', 'TEMPLATE_DIRS_VAR', 'load_yaml_lines', 'safe_yaml', 'slug',
            'Run', 'assign_ids', 'variant_name', 'check_nesting', 'template_dirs', 'template_allowed', 'Sweep',
            'parse_assignments', 'load_sweep', 'LIB', 'code_inputs', 'code_version', 'run_inputs']
@@ -55,11 +55,28 @@ def _wd_all(files)->list:
         out.append(str(p.relative_to(wd)) if p.is_relative_to(wd) else str(p))
     return out
 
+# %% ../../nbs/run/12b_sweep.ipynb #60863623
+def job_resources(r:Run)->dict:
+    """A run's resources as Snakemake's SLURM executor reads them: `cpus_per_task`, `mem_mb` and `runtime` (minutes)
+    from its experiment's `resources` (the profile's `default-resources` fill in the others), `gres='gpu:N'` for its
+    GPUs (SLURM never gives one GPU to two jobs), and a server's slot, which stays a limit of the whole sweep."""
+    q, res = r.requests, r.resources
+    out = {k: v for k, v in res.items() if k.startswith('server_')}
+    out |= {name: q[k] for k, name in (('cpus', 'cpus_per_task'), ('mem_mb', 'mem_mb'), ('minutes', 'runtime')) if k in q}
+    if res.get('gpu'): out['gres'] = f"gpu:{res['gpu']}"
+    return out
+
+
 # %% ../../nbs/run/12b_sweep.ipynb #ce222b22
-def rule_spec(r:Run, sweep:Sweep)->dict:
-    "The Snakemake rule of a run: its inputs (`run_inputs`), outputs (its notebook and its folder), log, resources and parameters."
+def rule_spec(r:Run, sweep:Sweep,
+              cluster:bool=False, # the runs are jobs of a cluster executor
+              threads:int=1, # the thread budget of a run on this machine (`thread_budget`)
+             )->dict:
+    """The Snakemake rule of a run: its inputs (`run_inputs`), outputs (its notebook and its folder), log, parameters,
+    threads and resources: on this machine what must not overlap (`Run.resources`), on a cluster its job's request (`job_resources`)."""
     return dict(rule=r.rule, input=_wd_all(run_inputs(r, sweep)), notebook=_wd(r.notebook), folder=_wd(r.out_dir),
-                log=_wd(r.log), resources=r.resources, priority=r.priority,
+                log=_wd(r.log), resources=job_resources(r) if cluster else r.resources, priority=r.priority,
+                threads=r.requests.get('cpus', threads) if cluster else threads,
                 parameters=json.dumps(r.parameters, sort_keys=True, default=str))
 
 
@@ -68,6 +85,7 @@ SNAKEFILE = '''# Written by `judgelab sweep` (judgelab.run.sweep.SNAKEFILE) on e
 # the config. The rules execute papermill templates; Snakemake decides what is stale (inputs, code, parameters).
 from judgelab.run.sweep import load_sweep, rule_spec, execute_rule
 SWEEP = load_sweep(config['sweep'], config.get('set'), config.get('match'))
+SWEEP.cluster = bool(config.get('executor'))   # each run a cluster job: its resources are the job's request
 
 localrules: all
 rule all:
@@ -75,14 +93,14 @@ rule all:
     input: [rule_spec(r, SWEEP)['notebook'] for r in SWEEP.runs]
 
 for _run in SWEEP.runs:
-    _spec = rule_spec(_run, SWEEP)
+    _spec = rule_spec(_run, SWEEP, SWEEP.cluster, int(config.get('threads', 1)))
     rule:
         name: _spec['rule']
         input: _spec['input']
         output: notebook=_spec['notebook'], folder=directory(_spec['folder'])
         log: _spec['log']
         params: run_id=_run.id, parameters=_spec['parameters']
-        threads: int(config.get('threads', 1))
+        threads: _spec['threads']
         priority: _spec['priority']
         resources: **_spec['resources']
         run:
@@ -195,6 +213,8 @@ def _previous_seconds(r:Run, sweep_name:str)->float|None:
 def execute_rule(sweep:Sweep, run_id:str, threads:int|None=None, timeout:float|None=None):
     "What a Snakemake rule runs: one run of the sweep; raises on failure so that Snakemake records it (and skips what needs it)."
     r = next(r for r in sweep.runs if r.id == run_id)
+    if sweep.cluster and os.environ.get('SLURM_CPUS_PER_TASK', '').isdigit():
+        threads = int(os.environ['SLURM_CPUS_PER_TASK'])   # a SLURM job: its kernel's thread limits are the cores SLURM gave it
     prev = _previous_seconds(r, sweep.name)
     eta = f" (its last run took {_dur(prev)}: done about {time.strftime('%H:%M', time.localtime(time.time() + prev))})" if prev else ''
     print(f"[judgelab] {time.strftime('%H:%M:%S')} start {run_id}{eta}", flush=True)
@@ -230,7 +250,7 @@ def snakemake_command(sweep:Sweep, # a loaded sweep
     d = wd/'.snakemake'/'judgelab'
     d.mkdir(parents=True, exist_ok=True)
     (d/'Snakefile').write_text(SNAKEFILE)
-    cfg = dict(sweep=str(Path(sweep.path).resolve()), threads=thread_budget(jobs), timeout=timeout,
+    cfg = dict(sweep=str(Path(sweep.path).resolve()), threads=thread_budget(jobs), timeout=timeout, executor=executor,
                set=getattr(sweep, 'overrides', None) or {}, match=getattr(sweep, 'match', None) or {})
     (d/f'{sweep.name}.config.yaml').write_text(yaml.safe_dump(cfg, sort_keys=False))
     runs = [r for r in sweep.runs if not only or r.experiment in only]
