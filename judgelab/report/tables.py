@@ -10,8 +10,8 @@ import matplotlib.pyplot as plt
 from .. import data as D
 from ..data import judgments as JM
 from ..core import paths, sha256_file
-from ..stats import alt_test, alt_test_inputs, percentile_ranks, corr, correlation, correlation_table, krippendorff_alpha
-from ..stats.corrgap import corrgap, corrgap_audit, dependence_weight, human_baseline, matched_null, quality_groups, quality_threshold, rater_slots, sigma_for_alpha, simulate_raters
+from ..stats import alt_test, alt_test_inputs, percentile_ranks, corr, correlation, correlation_table, krippendorff_alpha, fleiss_kappa
+from ..stats.corrgap import corrgap, corrgap_audit, dependence_weight, human_baseline, matched_null, quality_groups, quality_threshold, quality_threshold_rule, rater_slots, sigma_for_alpha, simulate_raters
 from ..stats.reliability import compare_excess, human_reliability, judge_as_rater, mixed_excess, partial_audit
 from ..methods.judges import direct_regressor, summarize
 from ..methods.checklist import answer_table, load_checklist, question_agreement, score_agreement
@@ -20,10 +20,11 @@ from ..methods.dimcheck import edit_rate
 from . import add_note, ci_errorbar, corrgap_series, f3, n_of, dataset_label, dim_label, heatmap, heatmap_note, judge_label, run_id, run_judgment_files, run_outputs
 
 # %% auto #0
-__all__ = ['human_agreement', 'judges_agreement', 'alt_tests', 'alttest_forms', 'alttest_forms_text', 'alttest_figure',
-           'crowd_alt_tests', 'crowd_agreement', 'dataset_counts', 'score_distributions_figure',
-           'dimension_correlations', 'dimension_correlations_figure', 'replay_source', 'replay_figure',
-           'replay_headline', 'checkeval_figure', 'likert_on_scale', 'checkeval_agreement',
+__all__ = ['API_MODELS', 'ACCEPTABLE_ALPHA', 'human_agreement', 'judges_agreement', 'alt_tests', 'alttest_forms',
+           'alttest_forms_text', 'alttest_figure', 'crowd_alt_tests', 'crowd_agreement', 'dataset_counts',
+           'score_distributions_figure', 'dimension_correlations', 'dimension_correlations_figure', 'replay_source',
+           'replay_figure', 'replay_headline', 'checkeval_figure', 'likert_on_scale', 'checkeval_agreement',
+           'model_size', 'binarised_kappa', 'likert_agreement', 'checkeval_claims', 'likert_agreement_text',
            'quality_split_correlations', 'run_table', 'f2', 'icc_text', 'partial_text', 'partial_vs_corrgap',
            'partial_vs_corrgap_text', 'mixed_models', 'mixed_text', 'reliability_figure', 'corrgap_pairs',
            'corrgap_per_target', 'corrgap_summary', 'corrgap_box_figure', 'corrgap_groups_figure', 'corrgap_findings',
@@ -464,13 +465,143 @@ def checkeval_agreement(J:dict, # dataset -> judgments with a `family` column ('
     for d in datasets: arows += likert_on_scale(J[d][J[d].family == 'likert'], d)
     return pd.DataFrame(arows)
 
+# %% ../../nbs/report/11b_tables.ipynb #4ff0db10
+API_MODELS = ('gpt', 'chatgpt', 'gemini', 'claude')   # names of models served by an API, whose size is not disclosed
+
+def model_size(name:str)->str:
+    """A judge model's size group as the name states it: 'open, 7-13B', 'open, 30-70B', 'API (size undisclosed)', or 'open, size not
+    stated' (e.g. AltTest's `llama-31` and `mistral-v03`, whose source names no version)."""
+    n = str(name).lower()
+    if n.startswith(API_MODELS): return 'API (size undisclosed)'
+    m = re.search(r'(\d+(?:\.\d+)?)\s*b(?![a-z])', n)
+    if not m: return 'open, size not stated'
+    b = float(m[1])
+    return 'open, 7-13B' if b <= 13 else 'open, 30-70B' if b <= 70 else 'open, over 70B'
+
+
+# %% ../../nbs/report/11b_tables.ipynb #1277c925
+def binarised_kappa(w:pd.DataFrame, # models x items, scores on one rating scale (NaN: not rated)
+                    mid:float, # the scale's middle value
+                    middle:int, # what the middle value becomes: 0 or 1
+                   )->float:
+    "Fleiss' kappa of Likert scores made yes/no at the scale's middle (above: 1, below: 0, the middle: `middle`), over the items every model rated."
+    c = w.dropna(axis=1).values
+    if c.shape[0] < 2 or c.shape[1] == 0: return np.nan
+    b = np.where(np.isclose(c, mid), middle, (c > mid).astype(int))
+    yes = b.sum(0)
+    return fleiss_kappa(np.stack([c.shape[0] - yes, yes], 1))
+
+
+# %% ../../nbs/report/11b_tables.ipynb #364cc123
+def _alpha_ci(w:pd.DataFrame, n_boot:int, rng)->tuple:
+    "Krippendorff's alpha (interval) of models x items and its 95% percentile CI over items resampled with replacement."
+    a = krippendorff_alpha(w.values, 'interval')
+    if not n_boot or not np.isfinite(a): return a, np.nan, np.nan
+    v = w.values
+    bs = [krippendorff_alpha(v[:, rng.integers(0, v.shape[1], v.shape[1])], 'interval') for _ in range(n_boot)]
+    lo, hi = np.nanpercentile(bs, [2.5, 97.5])
+    return a, lo, hi
+
+def _group_row(w:pd.DataFrame, h:pd.Series, dd, n_boot:int, rng)->dict:
+    "One group of models on one dimension: alpha with its CI, the binarised kappas, the spread of the models' Spearman with humans."
+    a, lo, hi = _alpha_ci(w, n_boot, rng)
+    mid = (dd.lo + dd.hi)/2
+    rho = [correlation(w.loc[m].dropna().values, h.reindex(w.loc[m].dropna().index).values, 'spearman', 'sample').value for m in w.index]
+    return dict(models=len(w), items=w.shape[1], alpha=a, alpha_lo=lo, alpha_hi=hi, kappa_mid_no=binarised_kappa(w, mid, 0),
+                kappa_mid_yes=binarised_kappa(w, mid, 1), rho_mean=np.nanmean(rho), rho_sd=np.nanstd(rho, ddof=1), rho_min=np.nanmin(rho), rho_max=np.nanmax(rho))
+
+
+# %% ../../nbs/report/11b_tables.ipynb #725c8aa5
+def likert_agreement(J:dict, # dataset -> judgments (published ones have source 'published')
+                     data:dict, # dataset -> Dataset
+                     datasets:list,
+                     n_boot:int=200, # bootstrap resamples of items for alpha's CI (0: none)
+                     seed:int=0,
+                    )->pd.DataFrame:
+    """Agreement across evaluator models that share one prompt, as CheckEval measures it for Likert judges, on the published judges:
+    per dataset, prompt and dimension (models on another scale left out), Krippendorff's alpha (interval) with a 95% CI over items;
+    Fleiss' kappa of the scores made yes/no at the scale's middle, the middle value as no and as yes (CheckEval's binarised Likert
+    baseline); and the models' Spearman with the human mean (mean, sd, range: how stable a Likert judge's quality is across models).
+    `group` is 'all models', then each model-size group (`model_size`) with at least two models (no CI)."""
+    rng, rows = np.random.default_rng(seed), []
+    for d in datasets:
+        spec, hm = D.get_spec(d), data[d].human_mean()
+        pub = J[d][(J[d].source == 'published') & J[d].parse_ok]
+        for prompt, g in pub.groupby('judge', sort=True):
+            if g.model.nunique() < 2: continue
+            for dim, x in g.groupby('dimension', sort=False):
+                dd = spec.dim(dim)
+                w = x.pivot_table(index='model', columns='item_id', values='score', aggfunc='mean')
+                w = w[(w.min(axis=1) >= dd.lo - 1e-9) & (w.max(axis=1) <= dd.hi + 1e-9)]
+                if len(w) < 2 or dim not in hm: continue
+                groups = [('all models', w)] + [(s, w.loc[ms]) for s, ms in pd.Series(w.index, index=w.index).groupby(model_size) if len(ms) >= 2]
+                for name, gw in groups:
+                    rows.append(dict(dataset=d, prompt=prompt, dimension=dim, scale=f'{dd.lo:g}-{dd.hi:g}', group=name, members=', '.join(gw.index),
+                                     **_group_row(gw, hm[dim], dd, n_boot if name == 'all models' else 0, rng)))
+    return pd.DataFrame(rows)
+
+
+# %% ../../nbs/report/11b_tables.ipynb #0940f7f6
+ACCEPTABLE_ALPHA = 0.667   # Krippendorff's (2004) lowest alpha from which tentative conclusions may be drawn
+
+def checkeval_claims(agree:pd.DataFrame, # `likert_agreement`
+                    )->pd.DataFrame:
+    """CheckEval's claims about Likert judges (Lee et al. 2025) against the published judges: claim, what judgelab finds (medians over
+    the (dataset, prompt, dimension) rows of all models sharing a prompt), and whether it agrees: 'yes', 'no', or what only checklist
+    runs of several models (configs/paper.yaml, a GPU) can decide."""
+    a = agree[agree.group == 'all models']
+    if a.empty: return pd.DataFrame(columns=['claim', 'judgelab (published judges)', 'agrees'])
+    groups = ', '.join(f"{d} {p} ({int(m)} models)" for (d, p), m in a.groupby(['dataset', 'prompt']).models.first().items())
+    below = int((a.alpha_hi < ACCEPTABLE_ALPHA).sum())
+    sizes = agree[agree.group != 'all models'].groupby('group').alpha.median()
+    rows = [dict(claim='Likert judges agree poorly across evaluator models (the problem CheckEval addresses)',
+                 judgelab=f"alpha across models of one prompt: median {a.alpha.median():.2f} (range {a.alpha.min():.2f} to {a.alpha.max():.2f}); "
+                          f"the 95% CI lies below {ACCEPTABLE_ALPHA} for {below} of {len(a)} prompt x dimension rows; prompts: {groups}",
+                 agrees='yes' if below == len(a) else 'partly' if below else 'no'),
+            dict(claim="Binary answers alone do not make Likert judges agree (the binarised Likert baseline)",
+                 judgelab=f"Fleiss' kappa of the scores made yes/no at the middle: median {a.kappa_mid_no.median():.2f} (middle = no), "
+                          f"{a.kappa_mid_yes.median():.2f} (middle = yes), against alpha {a.alpha.median():.2f} on the scale",
+                 agrees='yes for the baseline (binarising does not raise agreement); CheckEval\'s own gain needs checklist runs of several models (GPU)'),
+            dict(claim="A Likert judge's quality varies with the evaluator model",
+                 judgelab=f"Spearman with humans across the models of one prompt: median sd {a.rho_sd.median():.2f}, median range "
+                          f"{(a.rho_max - a.rho_min).median():.2f}",
+                 agrees="yes (descriptive); whether checklists vary less needs checklist runs of several models (GPU)"),
+            dict(claim='Agreement by model size (the paper groups evaluators by size)',
+                 judgelab='median alpha within ' + '; '.join(f'{g}: {v:.2f}' for g, v in sizes.items()) if len(sizes) else 'no size group with two models',
+                 agrees='descriptive: sizes of API models are not disclosed, so size and provider are confounded here')]
+    return pd.DataFrame(rows).rename(columns={'judgelab': 'judgelab (published judges)'})
+
+
+# %% ../../nbs/report/11b_tables.ipynb #a5cfb891
+def likert_agreement_text(agree:pd.DataFrame)->str:
+    "What `likert_agreement` shows, in words: per dataset and prompt the alpha across models, the binarised kappas, the size groups."
+    a = agree[agree.group == 'all models']
+    if a.empty: return 'No prompt of the published judges was run by two or more models on a rating scale: no agreement across models to report.'
+    per = [f"{dataset_label(d)} {p} ({int(g.models.iloc[0])} models): alpha {g.alpha.min():.2f}-{g.alpha.max():.2f} over {len(g)} dimensions"
+           for (d, p), g in a.groupby(['dataset', 'prompt'], sort=False)]
+    best = a.loc[a.alpha.idxmax()]
+    low = best.alpha < ACCEPTABLE_ALPHA
+    binary = max(a.kappa_mid_no.median(), a.kappa_mid_yes.median()) <= a.alpha.median() + 0.05
+    txt = (f"Evaluator models given the same prompt {'agree poorly' if low else 'do not always agree poorly'} on Likert scores: {'; '.join(per)}. "
+           f"The highest is {best.alpha:.2f} ({dataset_label(best.dataset)} {best.prompt}, {dim_label(best.dimension)}), "
+           f"{'below' if low else 'at or above'} the {ACCEPTABLE_ALPHA} from which Krippendorff allows tentative conclusions. Made yes/no at the "
+           f"scale's middle, the same scores agree {'no better' if binary else 'better'} (median Fleiss' kappa {a.kappa_mid_no.median():.2f} with "
+           f"the middle as no, {a.kappa_mid_yes.median():.2f} as yes, against a median alpha of {a.alpha.median():.2f})"
+           + (": a binary format alone is not what would make judges agree." if binary else "."))
+    s = agree[agree.group != 'all models'].groupby('group').alpha.median()
+    if len(s): txt += ' Within size groups (median alpha): ' + '; '.join(f'{g} {v:.2f}' for g, v in s.items()) + '.'
+    return txt
+
+
 # %% ../../nbs/report/11b_tables.ipynb #19000204
 def quality_split_correlations(J:dict, # dataset -> judgments
                                data:dict, # dataset -> Dataset
                                datasets:list,
                                checklist:tuple=('checkeval', 'reference'), # judge-name prefixes of the checklist family
                               )->pd.DataFrame:
-    "Spearman with humans inside the low and the high half of the texts (median split of the human mean), per judge and dimension."
+    """Spearman with humans inside the low- and high-quality texts, per judge and dimension: low is a human mean below the dimension's
+    threshold, high at or above it (`quality_threshold_rule`: the median, moved to the nearest cut where both groups have two distinct
+    human values and enough items: a median at the scale's ceiling left a high group of one value, whose correlation is undefined)."""
     qrows = []
     for d in datasets:
         hm = data[d].human_mean()
@@ -479,12 +610,12 @@ def quality_split_correlations(J:dict, # dataset -> judgments
             for dim in sc.columns.intersection(hm.columns):
                 items = sc[dim].dropna().index.intersection(hm.index)
                 h = hm.loc[items, dim]
-                med = h.median()
-                for name, m in (('low', h < med), ('high', h >= med)):
+                thr, rule = quality_threshold_rule(data[d], dim)
+                for name, m in (('low', h < thr), ('high', h >= thr)):
                     c = correlation(sc.loc[items, dim][m.values].values, h[m].values, 'spearman', 'sample')
                     qrows.append(dict(dataset=d, family='checklist' if judge.startswith(checklist) else 'likert', judge=judge, model=model,
-                                      dimension=dim, quality=name, n=int(m.sum()), spearman=c.value))
-    return pd.DataFrame(qrows, columns=['dataset', 'family', 'judge', 'model', 'dimension', 'quality', 'n', 'spearman'])
+                                      dimension=dim, quality=name, threshold=thr, rule=rule, n=int(m.sum()), spearman=c.value))
+    return pd.DataFrame(qrows, columns=['dataset', 'family', 'judge', 'model', 'dimension', 'quality', 'threshold', 'rule', 'n', 'spearman'])
 
 # %% ../../nbs/report/11b_tables.ipynb #8d433236
 def run_table(name:str, # a table's stem: tables/<name>.csv
