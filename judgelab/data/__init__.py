@@ -310,7 +310,8 @@ HOOKS = dict(load="(raw folder) -> (items, human, extra): the loader, which chec
              crowd="(ds, raw folder) -> human rows: crowd ratings beside the main annotators (`load_crowd`)",
              reader="(ds, raw folder) -> judgments: reads the published source `name` (`judgelab.data.judgments.reader`)",
              authors_scores="(ds, raw folder, rule) -> item scores: the authors' rule on the replayed source `name`",
-             authors_procedure="(ds, item scores) -> correlations: the authors' procedure on the replayed source `name`")
+             authors_procedure="(ds, item scores) -> correlations: the authors' procedure on the replayed source `name`",
+             probe="(ds, raw folder, n_boot, seed) -> (table, caption, text): an analysis that only the published source `name`'s files allow")
 _HOOKS = {}      # {dataset: {kind: {source name or None: function}}}
 
 def register(dataset_name:str, # the dataset's name (its registry file's `name`)

@@ -18,7 +18,7 @@ from . import DATASETS, closest, get_spec, load, as_dataset, raw_dir, group_file
 __all__ = ['JUDGMENT_COLUMNS', 'JUDGMENT_SOURCES', 'MAX_SAMPLE', 'slug', 'judgments_path', 'save_judgments', 'write_parquet',
            'JudgmentSource', 'reader', 'Replay', 'judgment_rows', 'range_checked', 'parse_rts', 'parse_choice',
            'parse_stars', 'parse_geval_sample', 'parse_batch', 'parsed_row', 'pooled_correlations', 'list_judgments',
-           'load_judgments', 'judgment_scores', 'score_coverage', 'judgments_inputs', 'authors_scores',
+           'load_judgments', 'judgment_scores', 'score_coverage', 'judgments_inputs', 'authors_scores', 'run_probes',
            'authors_correlations', 'rule_differences', 'JudgmentImportError', 'check_judge_name', 'check_model_name',
            'validate_judgments', 'import_judgments', 'as_judgments', 'store_import']
 
@@ -356,6 +356,24 @@ def authors_scores(name:str, source:str, # dataset and a replayed published sour
     a = s.replay.scores(ds, raw_dir(spec.name), rule)
     a.attrs.update(source=f'{spec.name}/{source}', rule=rule)
     return a
+
+# %% ../../nbs/data/01a_judgments.ipynb #063600f2
+def run_probes(name:str, # a dataset
+               n_boot:int=1000, # bootstrap resamples for the probes' CIs
+               seed:int=0,
+              )->list: # [(source, table, caption, text)]
+    """Run the probes the dataset's module registers: analyses that only a published source's files allow (e.g. a pairwise judge
+    asked each pair in both orders: its position bias), each on the source's verified files; [] for a dataset without any."""
+    spec = get_spec(name)
+    probes = hooks(spec.name, 'probe')
+    if not probes: return []
+    ds, srcs, out = load(spec.name), JUDGMENT_SOURCES[spec.name], []
+    for source, f in sorted(probes.items()):
+        if source not in srcs: raise DataError(f"{spec.name}: a probe of {source!r}, which data/datasets/{spec.name}.yaml does not list under judgment_sources")
+        group_files(spec.name, srcs[source].group)
+        out.append((source, *f(ds, raw_dir(spec.name), n_boot, seed)))
+    return out
+
 
 # %% ../../nbs/data/01a_judgments.ipynb #8d90bc40
 def authors_correlations(name:str, source:str, # dataset and a replayed published source

@@ -8,7 +8,8 @@ from ..data import register, get_spec, human_rows, DataError
 from ..data.judgments import reader, judgment_rows, range_checked, parsed_row, pooled_correlations, parse_rts, parse_choice, parse_stars
 
 # %% auto #0
-__all__ = ['load_raw', 'crowd_ratings', 'read_alttest', 'read_llm_summeval', 'pairwise_outcomes', 'read_llm_summeval_pairwise']
+__all__ = ['load_raw', 'crowd_ratings', 'read_alttest', 'read_llm_summeval', 'pairwise_outcomes', 'read_llm_summeval_pairwise',
+           'position_bias']
 
 # %% ../../nbs/datasets/summeval.ipynb #dd86ec72
 @register('summeval')
@@ -221,3 +222,60 @@ def _h2h_rows(ds, o):
 def read_llm_summeval_pairwise(ds, d):
     "The H2H judge's replies as per-system outcomes (1 win, 0.5 tie, 0 loss); an item's mean over its rows is its win rate."
     return _h2h_rows(ds, pairwise_outcomes(ds, d))
+
+# %% ../../nbs/datasets/summeval.ipynb #79cea225
+def _position_counts(ds, o:pd.DataFrame)->pd.DataFrame:
+    """Per document and dimension, counts over the H2H comparisons answered in both orders: comparisons, flips (the winner changes with
+    the order), decided replies and those choosing the first summary, replies with a human preference and those naming it, and
+    comparisons with a human preference and those right in both orders."""
+    hm = ds.human_mean()
+    w = o.pivot_table(index=['doc_id', 'dimension', 'pair'], columns='order', values=['winner', 'choice'], aggfunc='first').dropna()
+    rows = []
+    for (doc, dim, pair), r in w.iterrows():
+        m1, m2 = pair.split('-')
+        h1, h2 = hm.at[f'{doc}__{m1}', dim], hm.at[f'{doc}__{m2}', dim]
+        pref = m1 if h1 > h2 else m2 if h2 > h1 else None
+        wins, choices = (r['winner', 'original'], r['winner', 'swapped']), (r['choice', 'original'], r['choice', 'swapped'])
+        rows.append(dict(doc_id=doc, dimension=dim, comparisons=1, flips=int(wins[0] != wins[1]), decided=sum(c in 'AB' for c in choices),
+                         first=sum(c == 'A' for c in choices), pref_replies=2*(pref is not None), right=sum(x == pref for x in wins) if pref else 0,
+                         both_right=int(pref is not None and wins[0] == wins[1] == pref), pref_comparisons=int(pref is not None)))
+    return pd.DataFrame(rows).groupby(['doc_id', 'dimension']).sum().reset_index()
+
+
+# %% ../../nbs/datasets/summeval.ipynb #fbeeeffb
+_POSITION_RATES = dict(flip_rate=('flips', 'comparisons'), first_position=('first', 'decided'), agreement=('right', 'pref_replies'),
+                       right_both_orders=('both_right', 'pref_comparisons'))
+
+@register('summeval', 'probe', 'llm_summeval_pairwise')
+def position_bias(ds, d, n_boot:int=1000, seed:int=0)->tuple:
+    """The H2H judge's position bias (each pair of summaries asked in both orders): per dimension and over all, how often its winner
+    changes with the order (flip rate), the share of its decided replies that pick the first summary (0.5 without position bias),
+    its agreement with the human preference (replies naming the summary with the higher human mean) and the share of comparisons
+    it gets right in both orders; 95% percentile CIs from resampling documents. Returns (table, caption, text)."""
+    c = _position_counts(ds, pairwise_outcomes(ds, d))
+    rng, rows = np.random.default_rng(seed), []
+    for dim, g in [('all', c.groupby('doc_id').sum(numeric_only=True))] + [(k, x.set_index('doc_id')) for k, x in c.groupby('dimension', sort=False)]:
+        m = g[[col for pair in _POSITION_RATES.values() for col in pair]].to_numpy(float)
+        bw = rng.multinomial(len(g), np.full(len(g), 1/len(g)), size=n_boot) if n_boot else np.zeros((0, len(g)))
+        tot, boot = m.sum(0), bw @ m
+        row = dict(dimension=dim, documents=len(g), comparisons=int(g.comparisons.sum()))
+        for i, (k, (num, den)) in enumerate(_POSITION_RATES.items()):
+            row[k] = tot[2*i]/tot[2*i + 1]
+            lo, hi = np.percentile(boot[:, 2*i]/boot[:, 2*i + 1], [2.5, 97.5]) if n_boot else (np.nan, np.nan)
+            row[f'{k}_lo'], row[f'{k}_hi'] = lo, hi
+        rows.append(row)
+    t = pd.DataFrame(rows)
+    a = t.iloc[0]
+    lo_, hi_ = t.iloc[1:].loc[t.iloc[1:].first_position.idxmin()], t.iloc[1:].loc[t.iloc[1:].first_position.idxmax()]
+    cap = ("LLM_summeval's pairwise judge (gpt-3.5-turbo-0301), each pair of summaries asked in both orders: the share of comparisons whose "
+           "winner changes with the order, the share of decided replies picking the first summary, agreement with the human preference, "
+           f"comparisons right in both orders (95% CIs over documents, {n_boot} resamples)")
+    txt = (f"Asked which of two SummEval summaries is better, with the pair shown in both orders, gpt-3.5-turbo-0301 names a different winner "
+           f"in {a.flip_rate:.0%} of {a.comparisons:,} comparisons (95% CI {a.flip_rate_lo:.0%}-{a.flip_rate_hi:.0%}) and picks the summary shown "
+           f"first in {a.first_position:.0%} of its decided replies ({a.first_position_lo:.0%}-{a.first_position_hi:.0%}; 50% without position "
+           f"bias). {'Pooled, the first position looks neutral, but' if a.first_position_lo <= 0.5 <= a.first_position_hi else 'Pooled it leans, and'} "
+           f"the lean depends on the dimension: from {lo_.first_position:.0%} first on "
+           f"{lo_.dimension} to {hi_.first_position:.0%} on {hi_.dimension}. Its replies name the summary humans rate higher in {a.agreement:.0%} of "
+           f"cases, and it names it in both orders in {a.right_both_orders:.0%} of the comparisons where humans prefer one summary.")
+    return t, cap, txt
+
