@@ -14,7 +14,7 @@ from ..stats import alt_test, alt_test_inputs, percentile_ranks, corr, correlati
 from ..stats.corrgap import corrgap, corrgap_audit, dependence_weight, human_baseline, matched_null, quality_groups, quality_threshold, quality_threshold_rule, rater_slots, sigma_for_alpha, simulate_raters
 from ..stats.reliability import compare_excess, human_reliability, judge_as_rater, mixed_excess, partial_audit
 from ..methods.judges import direct_regressor, summarize
-from ..methods.checklist import answer_table, load_checklist, question_agreement, score_agreement
+from ..methods.checklist import answer_table, binarized_likert, load_checklist, question_agreement, score_agreement
 from ..methods.decompose import REGRESSOR_ORDER, aggregate, best_regressor, hypoeval_aggregate, hypoeval_hypotheses, split_indices
 from ..methods.dimcheck import edit_rate
 from . import add_note, ci_errorbar, corrgap_series, f3, n_of, dataset_label, dim_label, heatmap, heatmap_note, judge_label, run_id, run_judgment_files, run_outputs
@@ -481,14 +481,13 @@ def model_size(name:str)->str:
 
 # %% ../../nbs/report/11b_tables.ipynb #1277c925
 def binarised_kappa(w:pd.DataFrame, # models x items, scores on one rating scale (NaN: not rated)
-                    mid:float, # the scale's middle value
-                    middle:int, # what the middle value becomes: 0 or 1
+                    lo:float, hi:float, # the rating scale
+                    middle:int, # what the scale's middle value becomes: 0 or 1
                    )->float:
-    "Fleiss' kappa of Likert scores made yes/no at the scale's middle (above: 1, below: 0, the middle: `middle`), over the items every model rated."
+    "Fleiss' kappa of Likert scores made yes/no (`binarized_likert`: above the middle 1, below 0, the middle `middle`), over the items every model rated."
     c = w.dropna(axis=1).values
     if c.shape[0] < 2 or c.shape[1] == 0: return np.nan
-    b = np.where(np.isclose(c, mid), middle, (c > mid).astype(int))
-    yes = b.sum(0)
+    yes = binarized_likert(c, lo, hi, middle).sum(0)
     return fleiss_kappa(np.stack([c.shape[0] - yes, yes], 1))
 
 
@@ -505,10 +504,9 @@ def _alpha_ci(w:pd.DataFrame, n_boot:int, rng)->tuple:
 def _group_row(w:pd.DataFrame, h:pd.Series, dd, n_boot:int, rng)->dict:
     "One group of models on one dimension: alpha with its CI, the binarised kappas, the spread of the models' Spearman with humans."
     a, lo, hi = _alpha_ci(w, n_boot, rng)
-    mid = (dd.lo + dd.hi)/2
     rho = [correlation(w.loc[m].dropna().values, h.reindex(w.loc[m].dropna().index).values, 'spearman', 'sample').value for m in w.index]
-    return dict(models=len(w), items=w.shape[1], alpha=a, alpha_lo=lo, alpha_hi=hi, kappa_mid_no=binarised_kappa(w, mid, 0),
-                kappa_mid_yes=binarised_kappa(w, mid, 1), rho_mean=np.nanmean(rho), rho_sd=np.nanstd(rho, ddof=1), rho_min=np.nanmin(rho), rho_max=np.nanmax(rho))
+    return dict(models=len(w), items=w.shape[1], alpha=a, alpha_lo=lo, alpha_hi=hi, kappa_mid_no=binarised_kappa(w, dd.lo, dd.hi, 0),
+                kappa_mid_yes=binarised_kappa(w, dd.lo, dd.hi, 1), rho_mean=np.nanmean(rho), rho_sd=np.nanstd(rho, ddof=1), rho_min=np.nanmin(rho), rho_max=np.nanmax(rho))
 
 
 # %% ../../nbs/report/11b_tables.ipynb #725c8aa5
