@@ -20,24 +20,24 @@ from ..methods.dimcheck import edit_rate
 from . import add_note, ci_errorbar, corrgap_series, f3, n_of, dataset_label, dim_label, heatmap, heatmap_note, judge_label, run_id, run_judgment_files, run_outputs
 
 # %% auto #0
-__all__ = ['API_MODELS', 'ACCEPTABLE_ALPHA', 'human_agreement', 'judges_agreement', 'alt_tests', 'alttest_forms',
-           'alttest_forms_text', 'alttest_figure', 'crowd_alt_tests', 'crowd_agreement', 'dataset_counts',
-           'score_distributions_figure', 'dimension_correlations', 'dimension_correlations_figure', 'replay_source',
-           'replay_figure', 'replay_headline', 'checkeval_figure', 'likert_on_scale', 'checkeval_agreement',
-           'model_size', 'binarised_kappa', 'likert_agreement', 'checkeval_claims', 'likert_agreement_text',
-           'quality_split_correlations', 'run_table', 'f2', 'icc_text', 'partial_text', 'partial_vs_corrgap',
-           'partial_vs_corrgap_text', 'mixed_models', 'mixed_text', 'reliability_figure', 'corrgap_pairs',
-           'corrgap_per_target', 'corrgap_summary', 'corrgap_box_figure', 'corrgap_groups_figure', 'corrgap_findings',
-           'corrgap_quality', 'dimcheck_vs_baselines', 'method_costs', 'finding_dependence', 'finding_second_measure',
-           'finding_raw_corrgap', 'finding_quality', 'finding_alttest', 'finding_embedded', 'synthetic_pairs',
-           'synthetic_shape', 'synthetic_false_positives', 'synthetic_figure', 'check_noise_params', 'noise_settings',
-           'noise_false_positive_runs', 'wilson_ci', 'noise_false_positives', 'share_ci', 'noise_summary',
-           'noise_curve', 'noise_figure', 'noise_curve_text', 'noise_other_text', 'held_out_half', 'evaluate_split',
-           'decomposition_per_dimension', 'decomposition_table1', 'rounding_figure', 'check_calibration_params',
-           'calibration_runs', 'calibration_cells', 'calibration_summary', 'calibration_figure', 'calibration_text',
-           'audit_judgments', 'over_judges_text', 'audit_excess_figure', 'audit_heatmaps_figure', 'crowd_baseline',
-           'crowd_baseline_text', 'second_views', 'audit_headline', 'audit_headline_text', 'judge_alt_tests',
-           'checklist_answers', 'checklist_agreement', 'checklist_text']
+__all__ = ['API_MODELS', 'LIKERT_AGREEMENT_COLUMNS', 'ACCEPTABLE_ALPHA', 'human_agreement', 'judges_agreement', 'alt_tests',
+           'alttest_forms', 'alttest_forms_text', 'alttest_figure', 'crowd_alt_tests', 'crowd_agreement',
+           'dataset_counts', 'score_distributions_figure', 'dimension_correlations', 'dimension_correlations_figure',
+           'replay_source', 'replay_figure', 'replay_headline', 'checkeval_figure', 'likert_on_scale',
+           'checkeval_agreement', 'model_size', 'binarised_kappa', 'likert_agreement', 'checkeval_claims',
+           'likert_agreement_text', 'quality_split_correlations', 'run_table', 'f2', 'icc_text', 'partial_text',
+           'partial_vs_corrgap', 'partial_vs_corrgap_text', 'mixed_models', 'mixed_text', 'reliability_figure',
+           'corrgap_pairs', 'corrgap_per_target', 'corrgap_summary', 'corrgap_box_figure', 'corrgap_groups_figure',
+           'corrgap_findings', 'corrgap_quality', 'dimcheck_vs_baselines', 'method_costs', 'finding_dependence',
+           'finding_second_measure', 'finding_raw_corrgap', 'finding_quality', 'finding_alttest', 'finding_embedded',
+           'synthetic_pairs', 'synthetic_shape', 'synthetic_false_positives', 'synthetic_figure', 'check_noise_params',
+           'noise_settings', 'noise_false_positive_runs', 'wilson_ci', 'noise_false_positives', 'share_ci',
+           'noise_summary', 'noise_curve', 'noise_figure', 'noise_curve_text', 'noise_other_text', 'held_out_half',
+           'evaluate_split', 'decomposition_per_dimension', 'decomposition_table1', 'rounding_figure',
+           'check_calibration_params', 'calibration_runs', 'calibration_cells', 'calibration_summary',
+           'calibration_figure', 'calibration_text', 'audit_judgments', 'over_judges_text', 'audit_excess_figure',
+           'audit_heatmaps_figure', 'crowd_baseline', 'crowd_baseline_text', 'second_views', 'audit_headline',
+           'audit_headline_text', 'judge_alt_tests', 'checklist_answers', 'checklist_agreement', 'checklist_text']
 
 # %% ../../nbs/report/11b_tables.ipynb #c5fbe882
 def _sentence_alpha(n, s):
@@ -510,6 +510,9 @@ def _group_row(w:pd.DataFrame, h:pd.Series, dd, n_boot:int, rng)->dict:
 
 
 # %% ../../nbs/report/11b_tables.ipynb #725c8aa5
+LIKERT_AGREEMENT_COLUMNS = ['dataset', 'prompt', 'dimension', 'scale', 'group', 'members', 'models', 'items', 'alpha', 'alpha_lo', 'alpha_hi',
+                            'kappa_mid_no', 'kappa_mid_yes', 'rho_mean', 'rho_sd', 'rho_min', 'rho_max']
+
 def likert_agreement(J:dict, # dataset -> judgments (published ones have source 'published')
                      data:dict, # dataset -> Dataset
                      datasets:list,
@@ -523,8 +526,9 @@ def likert_agreement(J:dict, # dataset -> judgments (published ones have source 
     `group` is 'all models', then each model-size group (`model_size`) with at least two models (no CI)."""
     rng, rows = np.random.default_rng(seed), []
     for d in datasets:
+        pub = J[d][(J[d].source == 'published') & J[d].parse_ok.astype(bool)]
+        if not (pub.groupby('judge').model.nunique() >= 2).any(): continue      # no prompt run by two models (or no published judges)
         spec, hm = D.get_spec(d), data[d].human_mean()
-        pub = J[d][(J[d].source == 'published') & J[d].parse_ok]
         for prompt, g in pub.groupby('judge', sort=True):
             if g.model.nunique() < 2: continue
             for dim, x in g.groupby('dimension', sort=False):
@@ -536,7 +540,7 @@ def likert_agreement(J:dict, # dataset -> judgments (published ones have source 
                 for name, gw in groups:
                     rows.append(dict(dataset=d, prompt=prompt, dimension=dim, scale=f'{dd.lo:g}-{dd.hi:g}', group=name, members=', '.join(gw.index),
                                      **_group_row(gw, hm[dim], dd, n_boot if name == 'all models' else 0, rng)))
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=LIKERT_AGREEMENT_COLUMNS)
 
 
 # %% ../../nbs/report/11b_tables.ipynb #0940f7f6
@@ -547,7 +551,7 @@ def checkeval_claims(agree:pd.DataFrame, # `likert_agreement`
     """CheckEval's claims about Likert judges (Lee et al. 2025) against the published judges: claim, what judgelab finds (medians over
     the (dataset, prompt, dimension) rows of all models sharing a prompt), and whether it agrees: 'yes', 'no', or what only checklist
     runs of several models (configs/paper.yaml, a GPU) can decide."""
-    a = agree[agree.group == 'all models']
+    a = agree[agree.group == 'all models'] if len(agree) else agree
     if a.empty: return pd.DataFrame(columns=['claim', 'judgelab (published judges)', 'agrees'])
     groups = ', '.join(f"{d} {p} ({int(m)} models)" for (d, p), m in a.groupby(['dataset', 'prompt']).models.first().items())
     below = int((a.alpha_hi < ACCEPTABLE_ALPHA).sum())
@@ -573,7 +577,7 @@ def checkeval_claims(agree:pd.DataFrame, # `likert_agreement`
 # %% ../../nbs/report/11b_tables.ipynb #a5cfb891
 def likert_agreement_text(agree:pd.DataFrame)->str:
     "What `likert_agreement` shows, in words: per dataset and prompt the alpha across models, the binarised kappas, the size groups."
-    a = agree[agree.group == 'all models']
+    a = agree[agree.group == 'all models'] if len(agree) else agree
     if a.empty: return 'No prompt of the published judges was run by two or more models on a rating scale: no agreement across models to report.'
     per = [f"{dataset_label(d)} {p} ({int(g.models.iloc[0])} models): alpha {g.alpha.min():.2f}-{g.alpha.max():.2f} over {len(g)} dimensions"
            for (d, p), g in a.groupby(['dataset', 'prompt'], sort=False)]
