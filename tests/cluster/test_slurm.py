@@ -1,11 +1,11 @@
 """`judgelab sweep --executor slurm` against a real SLURM cluster: slurmctld, slurmd, slurmdbd (with MariaDB) and munge,
 started on 127.0.0.1 by tests/cluster/slurm.sh (Debian's slurm-wlm, installed when missing) and stopped afterwards.
 
-A small sweep (the data overview, an audit with few resamples, two embedded judge runs of 2 items that ask for the
-same requests at once) is submitted through Snakemake's SLURM executor plugin: each run is a SLURM job that sacct
-lists as COMPLETED with its rule in the comment and the resources its sweep file asked for; its tables, judgments and
-executed notebooks equal those of the same sweep run on this machine (timings aside); the two judge jobs that ran at
-once left one cache row per request. A run cancelled with scancel is reported as failed and reruns on the next call.
+A small sweep (the data overview, an audit with few resamples, two embedded judge runs of 2 items) is submitted
+through Snakemake's SLURM executor plugin: each run is a SLURM job that sacct lists as COMPLETED with its rule in the
+comment and the resources its sweep file asked for; its tables, judgments and executed notebooks equal those of the
+same sweep run on this machine (timings aside). Two judge jobs that send the same requests at once leave one cache row
+per request. A run cancelled with scancel is reported as failed and reruns on the next call.
 Two runs that ask for the node's one GPU never run at once, and a run's threads follow its --cpus-per-task.
 
 Needs root or password-less sudo (slurmd, munged); without either the module is skipped, saying so. CI runs as root."""
@@ -71,6 +71,18 @@ def sacct(*jobs)->pd.DataFrame:
     for c in ('Start', 'End'): df[c] = pd.to_datetime(df[c], errors='coerce')
     return df
 
+FINAL = ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMEOUT', 'OUT_OF_MEMORY', 'NODE_FAIL')
+
+def new_jobs(before:set, n:int, timeout:float=120)->pd.DataFrame:
+    """sacct's records of the jobs not in `before`, once there are `n` of them, each in a final state with its end time: slurmctld
+    reports a job's end to slurmdbd a moment after squeue (which the sweep watches) shows it, so sacct may lag behind the sweep."""
+    deadline = time.time() + timeout
+    while True:
+        jobs = sacct().query('JobID not in @before')
+        if len(jobs) >= n and jobs.State.str.startswith(FINAL).all() and jobs.End.notna().all(): return jobs
+        if time.time() > deadline: return jobs           # the caller's assertions say what is missing
+        time.sleep(0.5)
+
 SWEEP = """name: c
 defaults: {seed: 0}
 experiments:
@@ -131,7 +143,7 @@ def test_a_sweep_on_slurm_runs_each_run_as_a_job_and_equals_the_local_sweep(clus
     before = set(sacct().JobID)
     r = sweep(repo, 'c.yaml', '--executor', 'slurm', '--profile', profile, '-j', '4')
     assert r.returncode == 0 and '4 runs: 4 ran, 0 already done (skipped), 0 failed' in r.stdout, r.stdout[-4000:] + r.stderr[-4000:]
-    jobs = sacct().query('JobID not in @before')
+    jobs = new_jobs(before, 4)
     rules = {i: re.sub(r'\W', '_', i.split('/', 1)[1]) for i in RUNS}       # a run's rule: its id without the sweep's name (`Run.rule`)
     # one SLURM job per run, COMPLETED, its rule (named after the run id) in the comment
     assert sorted(jobs.Comment) == sorted(f'rule_{rules[i]}' for i in RUNS), jobs
@@ -141,10 +153,10 @@ def test_a_sweep_on_slurm_runs_each_run_as_a_job_and_equals_the_local_sweep(clus
     audit, overview = by.loc[f"rule_{rules['c/corrgap_audit']}"], by.loc[f"rule_{rules['c/data_overview']}"]
     assert ('cpu=1' in audit.ReqTRES and 'mem=3G' in audit.ReqTRES and audit.Timelimit == '00:20:00'), audit
     assert ('mem=2000M' in overview.ReqTRES and overview.Timelimit == '00:30:00'), overview
-    j0, j1 = (by.loc[f'rule_{rules[j]}'] for j in JUDGES)
+    j0 = by.loc[f'rule_{rules[JUDGES[0]]}']
     assert 'mem=2G' in j0.ReqTRES and j0.Timelimit == '00:15:00', j0
-    assert j0.Start < j1.End and j1.Start < j0.End, f"the two judge jobs did not run at once: {j0.Start}-{j0.End}, {j1.Start}-{j1.End}"
-    # the generation cache, written by both judge jobs at once (4 requests each): every request kept
+    # the generation cache, written by both judge jobs (4 requests each; which jobs run at once is SLURM's choice here,
+    # the next test makes two run at once): every request kept
     assert cache_rows(repo) == (8, 8)
     assert [tuple(pd.read_csv(repo/'outputs'/j/'tables'/'cost.csv').iloc[0][['requests', 'generated']]) for j in JUDGES] == [(4, 4)]*2
     # the same sweep on this machine (its own, cold, cache): the same results, timings aside
@@ -178,7 +190,7 @@ def test_judge_jobs_asking_the_same_requests_at_once_share_the_cache(cluster, pr
     before = set(sacct().JobID)
     r = sweep(repo, 'r.yaml', '--executor', 'slurm', '--profile', profile, '-j', '4')
     assert r.returncode == 0 and '2 runs: 2 ran' in r.stdout, r.stdout[-4000:] + r.stderr[-3000:]
-    jobs = sacct().query('JobID not in @before')
+    jobs = new_jobs(before, 2)
     assert len(jobs) == 2 and set(jobs.State) == {'COMPLETED'}, jobs
     j0, j1 = jobs.iloc[0], jobs.iloc[1]
     assert j0.Start < j1.End and j1.Start < j0.End, f"the two judge jobs did not run at once: {j0.Start}-{j0.End}, {j1.Start}-{j1.End}"
@@ -244,7 +256,7 @@ def test_gpu_runs_never_share_the_gpu_and_threads_follow_the_cores(cluster, prof
     before = set(sacct().JobID)
     r = sweep(repo, 'g.yaml', '--executor', 'slurm', '--profile', two, '-j', '4')
     assert r.returncode == 0 and '3 runs: 3 ran' in r.stdout, r.stdout[-4000:] + r.stderr[-3000:]
-    jobs = sacct().query('JobID not in @before').set_index('Comment')
+    jobs = new_jobs(before, 3).set_index('Comment')
     assert all('gres/gpu=1' in jobs.loc[f'rule_gpu_x_{x}'].ReqTRES for x in (1, 2)) and 'cpu=2' in jobs.loc['rule_wide'].ReqTRES, jobs
     env = {n: json.loads((repo/'outputs'/'g'/n/'tables'/'env.json').read_text()) for n in ('gpu/x-1', 'gpu/x-2', 'wide')}
     a, b = env['gpu/x-1'], env['gpu/x-2']
