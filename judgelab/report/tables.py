@@ -29,15 +29,16 @@ __all__ = ['API_MODELS', 'LIKERT_AGREEMENT_COLUMNS', 'ACCEPTABLE_ALPHA', 'human_
            'partial_vs_corrgap', 'partial_vs_corrgap_text', 'mixed_models', 'mixed_text', 'reliability_figure',
            'corrgap_pairs', 'corrgap_per_target', 'corrgap_summary', 'corrgap_box_figure', 'corrgap_groups_figure',
            'corrgap_findings', 'corrgap_quality', 'dimcheck_vs_baselines', 'method_costs', 'finding_dependence',
-           'finding_second_measure', 'finding_raw_corrgap', 'finding_quality', 'finding_alttest', 'finding_embedded',
-           'synthetic_pairs', 'synthetic_shape', 'synthetic_false_positives', 'synthetic_figure', 'check_noise_params',
-           'noise_settings', 'noise_false_positive_runs', 'wilson_ci', 'noise_false_positives', 'share_ci',
-           'noise_summary', 'noise_curve', 'noise_figure', 'noise_curve_text', 'noise_other_text', 'held_out_half',
-           'evaluate_split', 'decomposition_per_dimension', 'decomposition_table1', 'rounding_figure',
-           'check_calibration_params', 'calibration_runs', 'calibration_cells', 'calibration_summary',
-           'calibration_figure', 'calibration_text', 'audit_judgments', 'over_judges_text', 'audit_excess_figure',
-           'audit_heatmaps_figure', 'crowd_baseline', 'crowd_baseline_text', 'second_views', 'audit_headline',
-           'audit_headline_text', 'judge_alt_tests', 'checklist_answers', 'checklist_agreement', 'checklist_text']
+           'finding_second_measure', 'finding_raw_corrgap', 'finding_quality', 'finding_alttest', 'length_text',
+           'length_figure', 'finding_length', 'finding_embedded', 'synthetic_pairs', 'synthetic_shape',
+           'synthetic_false_positives', 'synthetic_figure', 'check_noise_params', 'noise_settings',
+           'noise_false_positive_runs', 'wilson_ci', 'noise_false_positives', 'share_ci', 'noise_summary',
+           'noise_curve', 'noise_figure', 'noise_curve_text', 'noise_other_text', 'held_out_half', 'evaluate_split',
+           'decomposition_per_dimension', 'decomposition_table1', 'rounding_figure', 'check_calibration_params',
+           'calibration_runs', 'calibration_cells', 'calibration_summary', 'calibration_figure', 'calibration_text',
+           'audit_judgments', 'over_judges_text', 'audit_excess_figure', 'audit_heatmaps_figure', 'crowd_baseline',
+           'crowd_baseline_text', 'second_views', 'audit_headline', 'audit_headline_text', 'judge_alt_tests',
+           'checklist_answers', 'checklist_agreement', 'checklist_text']
 
 # %% ../../nbs/report/11b_tables.ipynb #c5fbe882
 def _sentence_alpha(n, s):
@@ -1138,6 +1139,71 @@ def finding_alttest(alt, # the agreement run's alttest table (or None)
         pc = altc[altc.dimension == 'pooled']
         txt += f" Against {dataset_label(crowd)}'s crowd workers (epsilon {pc.epsilon.iloc[0]:g}) {int(pc.passed.sum())} of {len(pc)} judges pass."
     return ('Can a published judge stand in for an annotator?', 'published judges', txt)
+
+# %% ../../nbs/report/11b_tables.ipynb #abb7514f
+def length_text(lt:pd.DataFrame, # `judgelab.stats.corrgap.attribute_audit` of one dataset's judges
+                dataset, # the dataset (a name or a loaded Dataset)
+                alpha:float=0.05, # BH level
+               )->str:
+    "Text length as a non-target in words: judges whose length CorrGap exceeds the human raters' (BH over all judges and targets), the raters' own, the largest."
+    dataset = D.get_spec(dataset).name
+    if not len(lt): return f'{dataset_label(dataset)}: no length CorrGap (no judge scored a target).'
+    if not lt.excess.notna().any():
+        raw = '; '.join(f"{judge_label(r.judge, r.model)} on {dim_label(r.target)} {r.gap:.3f} (permutation p {r.p:.3f})" for r in lt.itertuples())
+        return (f"{dataset_label(dataset)}: the items have {int(lt.k_raters.max())} human rating(s) each, too few for a human baseline, so the length CorrGap "
+                f"cannot be read against the raters': raw, {raw}. A raw CorrGap is positive without any bias where the human ratings are noisy: "
+                f"this is no evidence of a length bias on its own (the raters' mean correlates {lt.corr_human_mean.iloc[0]:.2f} with length).")
+    jm = lt.groupby(['judge', 'model'], sort=False)
+    sig, low = lt[lt.p_excess_bh < alpha], lt[lt.excess_hi < 0]
+    top = lt.loc[lt.excess.idxmax()]
+    hum = lt.groupby('target', sort=False)[['gap_human', 'corr_rater', 'corr_human_mean']].first()
+    return (f"{dataset_label(dataset)}, the text's length in words as the non-target: {sig[['judge', 'model']].drop_duplicates().shape[0]} of {jm.ngroups} judges "
+            f"have a target whose length CorrGap exceeds the human raters' ({len(sig)} of {len(lt)} judge x target rows, BH {alpha:g} over all of them). "
+            f"The raters' own length CorrGap is {hum.gap_human.min():.3f} to {hum.gap_human.max():.3f} over the targets (one rater's rating correlates "
+            f"{hum.corr_rater.min():.2f} to {hum.corr_rater.max():.2f} with length, the raters' mean {hum.corr_human_mean.min():.2f} to {hum.corr_human_mean.max():.2f}); "
+            f"the judges' target scores correlate {lt.corr_judge.min():.2f} to {lt.corr_judge.max():.2f} with it (median {lt.corr_judge.median():.2f}). "
+            f"The largest excess: {judge_label(top.judge, top.model)} on {dim_label(top.target)}, {_ci(top.excess, top.excess_lo, top.excess_hi)}. "
+            f"In {len(low)} of the {len(lt)} rows the judge's length CorrGap is below the raters' (the excess's CI lies below 0): there it follows length less than a rater does.")
+
+# %% ../../nbs/report/11b_tables.ipynb #75881c3f
+def length_figure(lt:pd.DataFrame, # `judgelab.stats.corrgap.attribute_audit` of one dataset's judges
+                  dataset, # the dataset (a name or a loaded Dataset)
+                 )->tuple: # (figure, caption)
+    "Per target, each judge's excess length CorrGap over the human raters' with its 95% CI."
+    dataset = D.get_spec(dataset).name
+    targets = list(pd.unique(lt.target))
+    jms = lt[['judge', 'model']].drop_duplicates().values.tolist()
+    fig, axes = plt.subplots(1, len(targets), figsize=(2.4*len(targets) + 3.2, 0.32*len(jms) + 1.6), sharey=True, squeeze=False)
+    for ax, t in zip(axes[0], targets):
+        g = lt[lt.target == t].set_index(['judge', 'model']).reindex([tuple(x) for x in jms])
+        ci_errorbar(ax, np.arange(len(jms)), g.excess, g.excess_lo, g.excess_hi, color='C3')
+        ax.axvline(0, color='0.5', lw=0.8)
+        ax.set_title(dim_label(t), fontsize=9)
+    axes[0, 0].set_yticks(np.arange(len(jms)), [judge_label(j, m) for j, m in jms], fontsize=8)
+    axes[0, 0].invert_yaxis()
+    fig.supxlabel('excess length CorrGap (judge minus human raters)', fontsize=9)
+    fig.tight_layout()
+    return fig, (f'{dataset_label(dataset)}: CorrGap with text length as the non-target, each judge minus the human raters\' own, per target, '
+                 f'with 95% cluster-bootstrap CIs over documents (right of 0: the judge follows length more than a rater)')
+
+# %% ../../nbs/report/11b_tables.ipynb #e53dc9ad
+def finding_length(frames:dict, # {dataset: its `attribute_audit` table of text length}
+                   alpha:float=0.05, # BH level the audits used
+                  )->tuple|None:
+    "The finding on length as a non-target dimension: per dataset, judges whose length CorrGap exceeds the human raters', and the raters' own."
+    frames = {d: t for d, t in frames.items() if t is not None and len(t) and t.excess.notna().any()}
+    if not frames: return None
+    per = []
+    for d, t in frames.items():
+        s = t[t.p_excess_bh < alpha]
+        n_j, n_s = t[['judge', 'model']].drop_duplicates().shape[0], s[['judge', 'model']].drop_duplicates().shape[0]
+        per.append(f"{dataset_label(d)} {n_s} of {n_j} judges ({len(s)} of {len(t)} judge x target rows; the raters' own length CorrGap "
+                   f"{t.gap_human.min():.2f} to {t.gap_human.max():.2f}, judges below the raters in {int((t.excess_hi < 0).sum())} rows)")
+    txt = ("Read as a non-target dimension, the length of the evaluated text shows where a judge's score follows length more than the human raters' "
+           f"do (CorrGap with length as the non-target, minus each rater's own, BH {alpha:g} over each dataset's judges and targets): " + '; '.join(per) + '. '
+           "Where the raters themselves follow length, a judge's raw length CorrGap is no bias; the excess over them is. No reliability-matched "
+           "null is fitted for a measured non-target, so a judge far more reliable than one rater can show some excess without a bias.")
+    return ('Text length as a non-target dimension', 'published judges', txt)
 
 # %% ../../nbs/report/11b_tables.ipynb #2aafdf93
 def finding_embedded(su, # the paper_corrgap run's summary table (or None)

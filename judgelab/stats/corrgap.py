@@ -11,16 +11,17 @@ from scipy import stats as ss
 from scipy.special import ndtr
 from tqdm import tqdm
 from . import corr, fdr_adjust, krippendorff_alpha, cluster_counts, _wranks, METHODS
-from ..data import as_dataset
+from ..data import as_dataset, did_you_mean
 from ..data.judgments import judgment_scores, as_judgments
 from ..core import stage
 
 # %% auto #0
-__all__ = ['TIES', 'SUMMARY_COLUMNS', 'WEIGHT_COLUMNS', 'NULL_COLUMNS', 'divergence', 'split_groups', 'CorrGapResult',
-           'fisher_z_test', 'corrgap', 'rater_slots', 'canonical_items', 'bootstrap_weights', 'split_counts',
-           'human_baseline', 'simulate_raters', 'sigma_for_alpha', 'NullModel', 'fit_null', 'matched_null',
-           'dependence_weight', 'synthetic_dependence', 'quality_groups', 'quality_cut', 'quality_threshold_rule',
-           'quality_threshold', 'CorrGapMatrix', 'corrgap_audit', 'corrgap_matrix']
+__all__ = ['TIES', 'SUMMARY_COLUMNS', 'WEIGHT_COLUMNS', 'NULL_COLUMNS', 'ATTRIBUTES', 'ATTRIBUTE_COLUMNS', 'divergence',
+           'split_groups', 'CorrGapResult', 'fisher_z_test', 'corrgap', 'rater_slots', 'canonical_items',
+           'bootstrap_weights', 'split_counts', 'human_baseline', 'simulate_raters', 'sigma_for_alpha', 'NullModel',
+           'fit_null', 'matched_null', 'dependence_weight', 'synthetic_dependence', 'quality_groups', 'quality_cut',
+           'quality_threshold_rule', 'quality_threshold', 'CorrGapMatrix', 'corrgap_audit', 'corrgap_matrix',
+           'text_length', 'attribute_audit']
 
 # %% ../../nbs/stats/06_corrgap.ipynb #753e899b
 def _id_order(ids):
@@ -1389,3 +1390,65 @@ def corrgap_matrix(judgments:pd.DataFrame, # judgments (schema of judgelab.data.
     pairs = j[['judge', 'model']].drop_duplicates()
     if len(pairs) != 1: raise ValueError(f"corrgap_matrix needs exactly one judge; found {pairs.values.tolist()} (pass judge= and model=)")
     return next(iter(corrgap_audit(j, dataset, **kwargs).values()))
+
+# %% ../../nbs/stats/06_corrgap.ipynb #3befd9cc
+def text_length(dataset, # a `judgelab.data.Dataset` or a dataset name
+                column:str='output', # the items' column holding the evaluated text
+               )->pd.Series: # words per item (runs of non-space characters), indexed by item_id; NaN where there is no text
+    "The length in words of each item's evaluated text: a measured non-target dimension for `attribute_audit`."
+    ds = as_dataset(dataset)
+    if column not in ds.items: raise ValueError(f"{ds.name}'s items have no column {column!r}; columns: {list(ds.items.columns)}")
+    words = lambda s: float(len(s.split())) if isinstance(s, str) and s.strip() else np.nan
+    return ds.items.set_index('item_id')[column].map(words).astype(float).rename('length')
+
+ATTRIBUTES = {'length': text_length}    # measured non-targets `attribute_audit` knows by name
+
+# %% ../../nbs/stats/06_corrgap.ipynb #d6176253
+ATTRIBUTE_COLUMNS = ['judge', 'model', 'target', 'other', 'n', 'corr_judge', 'corr_rater', 'corr_human_mean', 'gap', 'p', 'p_bh',
+                     'gap_human', 'gap_judge_loo', 'excess', 'excess_lo', 'excess_hi', 'p_excess', 'p_excess_bh', 'k_raters']
+
+def _attribute_rows(t:str, name:str, preds:dict, gt_t, v, R_t, ids, W, method:str, bins, ties:str, n_perm:int, seed:int)->list:
+    "The rows of target `t` against the measured non-target `v` (named `name`): one per judge in `preds`."
+    R_o = np.where(np.isfinite(R_t), v[:, None], np.nan)          # every rater slot 'rates' the attribute exactly
+    hb = human_baseline(preds, R_t, R_o, ids=ids, method=method, bins=bins, W=W, ties=ties)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', RuntimeWarning)
+        c_rater = float(np.nanmean([corr(R_t[:, a], v, method) for a in range(R_t.shape[1])]))
+    rows = []
+    for (jm, p), b in zip(preds.items(), hb.to_dict('records')):
+        r = corrgap(p, gt_t, v, ids=ids, method=method, bins=bins, test='permutation' if n_perm else None, n_perm=max(n_perm, 1), seed=seed, ties=ties)
+        rows.append(dict(judge=jm[0], model=jm[1], target=t, other=name, n=int((np.isfinite(p) & np.isfinite(v)).sum()),
+                         corr_judge=corr(p, v, method), corr_rater=c_rater, corr_human_mean=corr(gt_t, v, method), gap=r.gap, p=r.p,
+                         **{c: b[c] for c in ('gap_human', 'gap_judge_loo', 'excess', 'excess_lo', 'excess_hi', 'p_excess', 'k_raters')}))
+    return rows
+
+# %% ../../nbs/stats/06_corrgap.ipynb #07b2482a
+def attribute_audit(judgments:pd.DataFrame, # judgments of one or more judges (schema of judgelab.data.judgments), or a plain table item_id, dimension, score
+                    dataset, # a `judgelab.data.Dataset` or a dataset name
+                    attribute='length', # a name in `ATTRIBUTES`, or a pd.Series of values indexed by item_id (named: its name is the non-target's)
+                    targets=None, # target dimensions (default: every judged dimension)
+                    method:str='spearman', bins='exact', ties:str='fractional', # as in `corrgap`
+                    n_perm:int=2999, # permutations per (judge, target) for the raw CorrGap (0: no test)
+                    n_boot:int=1000, # cluster-bootstrap resamples over documents for the excess
+                    seed:int=0,
+                    alpha:float=0.05, # BH level (the adjusted p-values run over every row: all judges and targets)
+                   )->pd.DataFrame: # one row per (judge, target): `ATTRIBUTE_COLUMNS`
+    "CorrGap of every judge and target with a measured property of the items (text length by default) as the non-target, read against the human raters' own."
+    _check_ties(ties)
+    ds = as_dataset(dataset)
+    if isinstance(attribute, str):
+        if attribute not in ATTRIBUTES: raise ValueError(f"unknown attribute {attribute!r}.{did_you_mean(attribute, list(ATTRIBUTES))} Pass one of {list(ATTRIBUTES)} or a pd.Series indexed by item_id")
+        values, name = ATTRIBUTES[attribute](ds), attribute
+    else: values, name = pd.Series(attribute, dtype=float), str(getattr(attribute, 'name', None) or 'attribute')
+    judges, wide, hm, ids, docs, targets, slots, W = _audit_data(judgments, ds, targets, True, n_boot, seed)
+    v = values.reindex(hm.index).to_numpy(float)
+    if np.isfinite(v).sum() < 6: raise ValueError(f"{name}: fewer than 6 of {ds.name}'s items have a value (is it indexed by item_id?)")
+    rows = []
+    for i, t in enumerate(targets):
+        preds = {tuple(jm): w[t].values for jm, w in wide.items() if t in w}
+        stage(f'CorrGap with {name} as the non-target: {t}, {len(preds)} judge(s)')
+        rows += _attribute_rows(t, name, preds, hm[t].values, v, slots[t], ids, W, method, bins, ties, n_perm, seed + i) if preds else []
+    out = pd.DataFrame(rows, columns=[c for c in ATTRIBUTE_COLUMNS if c not in ('p_bh', 'p_excess_bh')])
+    out.insert(out.columns.get_loc('p') + 1, 'p_bh', fdr_adjust(out.p.values, 'bh') if n_perm else np.nan)
+    out.insert(out.columns.get_loc('p_excess') + 1, 'p_excess_bh', fdr_adjust(out.p_excess.values, 'bh'))
+    return out
