@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 from .. import data as D
 from ..data import judgments as JM
 from ..core import paths, sha256_file
-from ..stats import alt_test, alt_test_inputs, percentile_ranks, corr, correlation, correlation_table, krippendorff_alpha, fleiss_kappa
+from ..stats import make_regressor, round_to_scale, alt_test, alt_test_inputs, percentile_ranks, corr, correlation, correlation_table, krippendorff_alpha, fleiss_kappa
 from ..stats.corrgap import corrgap, corrgap_audit, dependence_weight, human_baseline, matched_null, quality_groups, quality_threshold, quality_threshold_rule, rater_slots, sigma_for_alpha, simulate_raters
 from ..stats.reliability import compare_excess, human_reliability, judge_as_rater, mixed_excess, partial_audit
 from ..methods.judges import direct_regressor, summarize
@@ -20,18 +20,19 @@ from ..methods.dimcheck import edit_rate
 from . import add_note, ci_errorbar, corrgap_series, f3, n_of, dataset_label, dim_label, heatmap, heatmap_note, judge_label, run_id, run_judgment_files, run_outputs
 
 # %% auto #0
-__all__ = ['API_MODELS', 'LIKERT_AGREEMENT_COLUMNS', 'ACCEPTABLE_ALPHA', 'human_agreement', 'judges_agreement', 'alt_tests',
-           'alttest_forms', 'alttest_forms_text', 'alttest_figure', 'crowd_alt_tests', 'crowd_agreement',
-           'dataset_counts', 'score_distributions_figure', 'dimension_correlations', 'dimension_correlations_figure',
-           'replay_source', 'replay_figure', 'replay_headline', 'checkeval_figure', 'likert_on_scale',
-           'checkeval_agreement', 'model_size', 'binarised_kappa', 'likert_agreement', 'checkeval_claims',
-           'likert_agreement_text', 'quality_split_correlations', 'run_table', 'f2', 'icc_text', 'partial_text',
-           'partial_vs_corrgap', 'partial_vs_corrgap_text', 'mixed_models', 'mixed_text', 'reliability_figure',
-           'corrgap_pairs', 'corrgap_per_target', 'corrgap_summary', 'corrgap_box_figure', 'corrgap_groups_figure',
-           'corrgap_findings', 'corrgap_quality', 'dimcheck_vs_baselines', 'method_costs', 'finding_dependence',
-           'finding_second_measure', 'finding_raw_corrgap', 'finding_quality', 'finding_alttest', 'length_text',
-           'length_figure', 'finding_length', 'finding_embedded', 'synthetic_pairs', 'synthetic_shape',
-           'synthetic_false_positives', 'synthetic_figure', 'check_noise_params', 'noise_settings',
+__all__ = ['API_MODELS', 'LIKERT_AGREEMENT_COLUMNS', 'ACCEPTABLE_ALPHA', 'HUMAN_LABEL_COLUMNS', 'human_agreement',
+           'judges_agreement', 'alt_tests', 'alttest_forms', 'alttest_forms_text', 'alttest_figure', 'crowd_alt_tests',
+           'crowd_agreement', 'dataset_counts', 'score_distributions_figure', 'dimension_correlations',
+           'dimension_correlations_figure', 'replay_source', 'replay_figure', 'replay_headline', 'checkeval_figure',
+           'likert_on_scale', 'checkeval_agreement', 'model_size', 'binarised_kappa', 'likert_agreement',
+           'checkeval_claims', 'likert_agreement_text', 'quality_split_correlations', 'run_table', 'f2', 'icc_text',
+           'partial_text', 'partial_vs_corrgap', 'partial_vs_corrgap_text', 'mixed_models', 'mixed_text',
+           'reliability_figure', 'corrgap_pairs', 'corrgap_per_target', 'corrgap_summary', 'corrgap_box_figure',
+           'corrgap_groups_figure', 'corrgap_findings', 'corrgap_quality', 'dimcheck_vs_baselines', 'method_costs',
+           'finding_dependence', 'finding_second_measure', 'finding_raw_corrgap', 'finding_quality', 'finding_alttest',
+           'length_text', 'length_figure', 'finding_length', 'tied_share', 'published_regressors', 'human_label_claims',
+           'human_label_text', 'human_label_figure', 'finding_human_labels', 'finding_embedded', 'synthetic_pairs',
+           'synthetic_shape', 'synthetic_false_positives', 'synthetic_figure', 'check_noise_params', 'noise_settings',
            'noise_false_positive_runs', 'wilson_ci', 'noise_false_positives', 'share_ci', 'noise_summary',
            'noise_curve', 'noise_figure', 'noise_curve_text', 'noise_other_text', 'held_out_half', 'evaluate_split',
            'decomposition_per_dimension', 'decomposition_table1', 'rounding_figure', 'check_calibration_params',
@@ -1191,6 +1192,7 @@ def finding_length(frames:dict, # {dataset: its `attribute_audit` table of text 
                    alpha:float=0.05, # BH level the audits used
                   )->tuple|None:
     "The finding on length as a non-target dimension: per dataset, judges whose length CorrGap exceeds the human raters', and the raters' own."
+    raw = [d for d, t in frames.items() if t is not None and len(t) and not t.excess.notna().any()]    # no human baseline (one rating per item)
     frames = {d: t for d, t in frames.items() if t is not None and len(t) and t.excess.notna().any()}
     if not frames: return None
     per = []
@@ -1198,12 +1200,216 @@ def finding_length(frames:dict, # {dataset: its `attribute_audit` table of text 
         s = t[t.p_excess_bh < alpha]
         n_j, n_s = t[['judge', 'model']].drop_duplicates().shape[0], s[['judge', 'model']].drop_duplicates().shape[0]
         per.append(f"{dataset_label(d)} {n_s} of {n_j} judges ({len(s)} of {len(t)} judge x target rows; the raters' own length CorrGap "
-                   f"{t.gap_human.min():.2f} to {t.gap_human.max():.2f}, judges below the raters in {int((t.excess_hi < 0).sum())} rows)")
+                   f"{t.gap_human.min():.2f} to {t.gap_human.max():.2f}; the judge below the raters in {int((t.excess_hi < 0).sum())} of the {len(t)} rows)")
     txt = ("Read as a non-target dimension, the length of the evaluated text shows where a judge's score follows length more than the human raters' "
            f"do (CorrGap with length as the non-target, minus each rater's own, BH {alpha:g} over each dataset's judges and targets): " + '; '.join(per) + '. '
            "Where the raters themselves follow length, a judge's raw length CorrGap is no bias; the excess over them is. No reliability-matched "
-           "null is fitted for a measured non-target, so a judge far more reliable than one rater can show some excess without a bias.")
+           "null is fitted for a measured non-target, so a judge far more reliable than one rater can show some excess without a bias."
+           + (f" {', '.join(dataset_label(d) for d in raw)}: one human rating per item, so no human baseline (raw length CorrGap only, in its audit)." if raw else ''))
     return ('Text length as a non-target dimension', 'published judges', txt)
+
+# %% ../../nbs/report/11b_tables.ipynb #de818183
+HUMAN_LABEL_COLUMNS = ['dataset', 'judge', 'model', 'target', 'setting', 'regressor', 'best', 'n_features', 'n_train', 'n_test', 'float_judge',
+                       'rho', 'ap', 'wr', 'ties', 'rho_unrounded', 'ap_unrounded', 'wr_unrounded', 'ties_unrounded']
+
+def tied_share(x)->float:
+    "The share of pairs of the values `x` that are equal (to 1e-9): the ties rounding to a scale creates."
+    x = np.asarray(x, float)
+    n = len(x)
+    if n < 2: return np.nan
+    _, c = np.unique(np.round(x, 9), return_counts=True)
+    return float((c*(c - 1)).sum()/(n*(n - 1)))
+
+def _prediction_scores(pred, y, humans:dict, items:list, eps:float, min_n:int, scale:tuple)->dict:
+    "rho with the human mean `y`, AP and WR (`neg_rmse` against `humans`) and the tie share of `pred`, rounded to `scale` and as floats."
+    out = {}
+    lo, hi, step = scale
+    rounded = np.clip(pred, lo, hi) if step is None else round_to_scale(pred, lo, hi, step)    # a continuous scale: clipped only
+    for tag, p in (('', np.asarray(rounded, float)), ('_unrounded', np.asarray(pred, float))):
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            r = alt_test(dict(zip(items, p.tolist())), humans, 'neg_rmse', eps, min_instances_per_human=max(1, min(min_n, len(items))))
+        out.update({f'rho{tag}': corr(p, y, 'spearman'), f'ap{tag}': r.advantage_probability, f'wr{tag}': r.winning_rate, f'ties{tag}': tied_share(p)})
+    return out
+
+# %% ../../nbs/report/11b_tables.ipynb #0156bc37
+def _judge_regressions(ds, W:pd.DataFrame, humans:dict, seed:int, eps:float, min_n:int, regressors)->list:
+    """The rows of one judge (`W`: items x its dimensions, complete rows): per target, its direct score and the regressors
+    fitted on the human mean of the training half, vertical (the target's score alone) and horizontal (every dimension's)."""
+    dims, hm = list(W.columns), ds.human_mean()
+    tr, te = split_indices(len(W), seed, ds.items.set_index('item_id').doc_id.reindex(W.index).values)   # halves by document
+    items = W.index[te].tolist()
+    rows = []
+    for t in dims:
+        d, y = ds.dim(t), hm[t].reindex(W.index).values
+        sc, base = (d.lo, d.hi, d.step), dict(target=t, n_train=len(tr), n_test=len(te))
+        ev = lambda p: _prediction_scores(p, y[te], humans[t], items, eps, min_n, sc)
+        rows.append(dict(base, setting='direct', regressor='', n_features=1, **ev(W[t].values[te])))
+        for mode, cols in (('vertical', [t]), ('horizontal', dims)):
+            if mode == 'horizontal' and len(dims) == 1: continue
+            for reg in regressors:
+                m = make_regressor(reg, seed)
+                with warnings.catch_warnings():
+                    warnings.simplefilter('ignore')          # MLP convergence warnings
+                    m.fit(W[cols].values[tr], y[tr])
+                rows.append(dict(base, setting=mode, regressor=reg, n_features=len(cols), **ev(m.predict(W[cols].values[te]))))
+    return rows
+
+# %% ../../nbs/report/11b_tables.ipynb #62592fb9
+def published_regressors(judgments:pd.DataFrame, # judgments of one or more judges (schema of judgelab.data.judgments)
+                         dataset, # the dataset (a name or a loaded Dataset)
+                         seed:int=0, # split and regressor seed
+                         eps:float|None=None, # alt-test margin (default: the dataset's `alt_test_epsilon`)
+                         min_instances_per_human:int=30,
+                         regressors=REGRESSOR_ORDER, # the regressors fitted; the best per judge and setting is marked (`best`)
+                         exclude_dims=('overall',), # dimensions neither predicted nor used as features
+                        )->pd.DataFrame: # `HUMAN_LABEL_COLUMNS`, one row per judge, target, setting and regressor
+    """Steindl et al.'s human-label comparison on a judge's existing scores: its direct score, and regressors fitted on the
+    human mean of a training half of the documents, vertical (the target's score) and horizontal (all its dimensions'
+    scores); each on the test half, rounded to the human scale and as floats. `best` marks the regressor with the highest
+    rho + AP summed over the judge's targets (chosen on the test half, as the paper does: optimistic)."""
+    ds = D.as_dataset(dataset)
+    eps = ds.spec.alt_test_epsilon if eps is None else eps
+    s = JM.judgment_scores(JM.as_judgments(judgments, ds))
+    dims = [d for d in ds.spec.dim_names if d not in set(exclude_dims or ())]
+    humans = {t: alt_test_inputs(ds, pd.DataFrame(dict(item_id=ds.items.item_id, dimension=t, score=ds.dim(t).lo)), t)[1] for t in dims if t in set(s.dimension)}
+    out = []
+    for (judge, model), g in s.groupby(['judge', 'model'], sort=False):
+        W = g.pivot(index='item_id', columns='dimension', values='score')
+        W = W[[d for d in dims if d in W]].reindex([i for i in ds.items.item_id if i in W.index]).dropna()   # items with every dimension scored
+        if len(W) < 8 or not len(W.columns): continue
+        rows = pd.DataFrame(_judge_regressions(ds, W, humans, seed, eps, min_instances_per_human, regressors))
+        fl = any((W[c].values != round_to_scale(W[c].values, ds.dim(c).lo, ds.dim(c).hi, ds.dim(c).step)).any() for c in W if ds.dim(c).step)   # scores off the scale: a float judge
+        rows = rows.assign(dataset=ds.name, judge=judge, model=model, float_judge=fl, best=rows.setting == 'direct')
+        for mode, g2 in rows[rows.setting != 'direct'].groupby('setting'):
+            rows.loc[g2.index, 'best'] = g2.regressor == best_regressor(g2[['regressor', 'rho', 'ap']].to_dict('records'))
+        out.append(rows)
+    return pd.concat(out, ignore_index=True)[HUMAN_LABEL_COLUMNS] if out else pd.DataFrame(columns=HUMAN_LABEL_COLUMNS)
+
+# %% ../../nbs/report/11b_tables.ipynb #ac5e009d
+def _judge_means(hl:pd.DataFrame)->pd.DataFrame:
+    "Per judge (dataset, judge, model) and setting: the mean over targets of the best regressor's (or the direct score's) metrics."
+    b = hl[hl.best]
+    return b.groupby(['dataset', 'judge', 'model', 'setting'], sort=False)[['rho', 'ap', 'wr', 'rho_unrounded', 'ap_unrounded', 'wr_unrounded', 'ties', 'ties_unrounded']].mean().unstack('setting')
+
+def _mean_ci(d, n_boot:int, seed:int)->tuple:
+    "Mean of `d` (one value per judge) and a 95% percentile CI resampling judges."
+    d = np.asarray(d, float)
+    d = d[np.isfinite(d)]
+    if len(d) < 2: return (float(d.mean()) if len(d) else np.nan, np.nan, np.nan)
+    m = np.random.default_rng(seed).choice(d, (n_boot, len(d))).mean(1)
+    return float(d.mean()), float(np.quantile(m, 0.025)), float(np.quantile(m, 0.975))
+
+# %% ../../nbs/report/11b_tables.ipynb #1274382f
+def _rounding_rows(hl:pd.DataFrame, n_boot:int, seed:int)->list:
+    "Rounded minus float rho, for the float judges' direct scores and for the best vertical regressors' predictions."
+    rows = []
+    for what, sel in (("the float judges' direct scores", hl.float_judge & (hl.setting == 'direct')), ("the best vertical regressor's predictions", hl.best & (hl.setting == 'vertical'))):
+        g = hl[sel]
+        if not len(g): continue
+        d = g.groupby(['dataset', 'judge', 'model']).apply(lambda x: (x.rho - x.rho_unrounded).mean(), include_groups=False)
+        r = _claim_row(f'Rounding to the human scale, as the paper does for its comparison, changes rho against floats (Table 5 reports both): {what}',
+                       "Spearman's rho, rounded minus float", d, n_boot, seed, direction=False)
+        r['judgelab'] += (f"; AP {g.ap.mean() - g.ap_unrounded.mean():+.3f} (mean, rounded minus float); ties {g.ties_unrounded.mean():.1%} of item pairs as floats, "
+                          f"{g.ties.mean():.1%} rounded")
+        r['agrees'] = {'yes': 'rounding lowers rho', 'no': 'rounding raises rho', 'cannot decide': 'no change beyond chance'}[r['agrees']]
+        rows.append(r)
+    return rows
+
+def _claim_row(claim:str, what:str, d, n_boot:int, seed:int, direction:bool=True)->dict:
+    "A claims-table row: the mean difference over judges `d` with its CI; agrees when the CI is above 0 (below 0 with `direction` False)."
+    m, lo, hi = _mean_ci(d, n_boot, seed)
+    k, n = int((np.asarray(d) > 0).sum()), int(np.isfinite(np.asarray(d, float)).sum())
+    up = lo > 0 if np.isfinite(lo) else False
+    down = hi < 0 if np.isfinite(hi) else False
+    agrees = 'cannot decide' if not (up or down) else ('yes' if up == direction else 'no')
+    return dict(claim=claim, judgelab=f'{what}: {m:+.3f} [{lo:+.3f}, {hi:+.3f}] (mean over {n} judges, 95% CI resampling judges); higher in {k} of {n}',
+                agrees=agrees, mean=m, lo=lo, hi=hi, judges=n, higher=k)
+
+def human_label_claims(hl:pd.DataFrame, # `published_regressors` of one or more datasets
+                       excess:pd.DataFrame|None=None, # per (dataset, judge, model, target) the audit's mean excess CorrGap (optional)
+                       n_boot:int=2000, seed:int=0)->pd.DataFrame:
+    "Steindl et al.'s claims about human labels, aggregation and rounding, tested on published judges: claim | judgelab | agrees?"
+    J = _judge_means(hl)
+    rows = []
+    if {'direct', 'vertical'} <= set(J.columns.get_level_values(1)):
+        for k, name in (('ap', 'alt-test AP'), ('rho', "Spearman's rho"), ('wr', 'alt-test WR')):
+            rows.append(_claim_row(f'Fitting a regressor on human labels to a direct judge raises its {name} (Steindl et al. §6, Tables 1 and 4)',
+                                   f'{name}, vertical regressor minus direct', J[(k, 'vertical')] - J[(k, 'direct')], n_boot, seed))
+    if 'horizontal' in set(J.columns.get_level_values(1)):
+        r = _claim_row("Horizontal aggregation (every dimension's score as a feature, HD-Eval's design) predicts human scores better than vertical",
+                       "Spearman's rho, horizontal minus vertical", (J[('rho', 'horizontal')] - J[('rho', 'vertical')]).dropna(), n_boot, seed)
+        if excess is not None and len(excess): r['judgelab'] += _horizontal_vs_corrgap(hl, excess)
+        rows.append(r)
+    rows += _rounding_rows(hl, n_boot, seed)
+    return pd.DataFrame(rows, columns=['claim', 'judgelab', 'agrees', 'mean', 'lo', 'hi', 'judges', 'higher'])
+
+# %% ../../nbs/report/11b_tables.ipynb #1a840f89
+def _horizontal_vs_corrgap(hl:pd.DataFrame, excess:pd.DataFrame)->str:
+    "How the horizontal regressor's gain in rho over the vertical one goes with the judge's excess CorrGap on the target, over (judge, target) rows."
+    b = hl[hl.best & hl.setting.isin(['vertical', 'horizontal'])].pivot_table(index=['dataset', 'judge', 'model', 'target'], columns='setting', values='rho')
+    if 'horizontal' not in b: return ''
+    g = (b.horizontal - b.vertical).rename('gain').reset_index().merge(excess, on=['dataset', 'judge', 'model', 'target'])
+    g = g.dropna(subset=['gain', 'excess'])
+    if len(g) < 6: return ''
+    r = corr(g.gain.values, g.excess.values, 'spearman')
+    return (f"; over {len(g)} (judge, target) rows the gain correlates {r:+.2f} (Spearman) with the judge's mean excess CorrGap on that target "
+            "(positive: the other dimensions help most where the judge's score already leans on them)")
+
+def human_label_text(claims:pd.DataFrame, hl:pd.DataFrame)->str:
+    "The claims table in words."
+    if not len(claims): return 'No published judge with enough scored items for the human-label comparison.'
+    n = hl[['dataset', 'judge', 'model']].drop_duplicates()
+    per = '; '.join(f"{dataset_label(d)} {len(g)}" for d, g in n.groupby('dataset', sort=False))
+    lines = [f"On {len(n)} published judges ({per}), each split 50/50 by document, regressors fitted on the training half's human means:"]
+    lines += [f"- {r.claim}: {r.judgelab}. Agrees: {r.agrees}." for r in claims.itertuples()]
+    lines.append("With one feature a monotone regressor leaves the judge's ranking, and so its rho, as it was: what it changes is the scale, "
+                 "which the alt-test's neg_rmse rewards. The best regressor is chosen on the test half, as in the paper: optimistic.")
+    if claims.claim.str.startswith('Rounding').any():
+        lines.append("Rounding moves AP for a reason of the test's own: the alt-test counts an instance where the judge and the left-out annotator "
+                     "are equally close to the other annotators as a win for the judge, and a prediction ties that way only when it equals the annotator's "
+                     "rating, which a float never does. So AP on rounded predictions is not comparable with AP on floats.")
+    return '\n'.join(lines)
+
+# %% ../../nbs/report/11b_tables.ipynb #c54ad886
+def human_label_figure(hl:pd.DataFrame, # `published_regressors` of one or more datasets
+                      )->tuple: # (figure, caption)
+    "Per published judge (mean over its targets): rho, AP and WR of its direct score, the best vertical and the best horizontal regressor."
+    J = _judge_means(hl)
+    settings = [s for s in ('direct', 'vertical', 'horizontal') if s in set(J.columns.get_level_values(1))]
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.8))
+    for ax, (k, name) in zip(axes, [('rho', "Spearman's rho"), ('ap', 'alt-test AP'), ('wr', 'alt-test WR')]):
+        for i, (d, g) in enumerate(J.groupby(level='dataset', sort=False)):
+            for n, (_, r) in enumerate(g.iterrows()):
+                ax.plot(range(len(settings)), [r[(k, s)] for s in settings], color=f'C{i}', alpha=0.55, lw=1, marker='o', ms=3,
+                        label=dataset_label(d) if n == 0 else None)
+        ax.set_xticks(range(len(settings)), settings)
+        ax.set_title(name)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig, ("Published judges without and with a regressor fitted on human labels (test half of the documents; predictions rounded to the human scale; "
+                 "one line per judge, the mean over its targets): its direct score, the best vertical regressor (its target's score alone) and the best horizontal one (every dimension's score)")
+
+# %% ../../nbs/report/11b_tables.ipynb #1248e530
+def finding_human_labels(claims, # the paper_decomposition run's claims table (or None)
+                        )->tuple|None:
+    "The finding on Steindl et al.'s claims about human labels, aggregation and rounding, from the published judges."
+    if claims is None or not len(claims): return None
+    f = lambda r: f"{r['mean']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}], higher in {int(r['higher'])} of {int(r['judges'])} judges"
+    row = lambda s: next((r for r in claims.to_dict('records') if s in r['claim']), None)
+    parts = []
+    if (a := row('raises its alt-test AP')) and (r := row("raises its Spearman's rho")):
+        ap = 'raises' if a['agrees'] == 'yes' else 'does not clearly raise'
+        rho = 'and raises its Spearman\'s rho' if r['agrees'] == 'yes' else 'but not its Spearman\'s rho'
+        parts.append(f"A regressor fitted on human labels to a published judge's own score {ap} its alt-test AP ({f(a)}; the paper's claim: {a['agrees']}) "
+                     f"{rho} ({f(r)}: {r['agrees']}); with one feature it recalibrates the scale (which the alt-test rewards) rather than reorder the items")
+    if (h := row('Horizontal aggregation')):
+        parts.append(f"fed every dimension's score (horizontal), its rho changes by {f(h)} over the target's score alone: "
+                     + ("inter-dimension information helps predict the human score" if h['agrees'] == 'yes' else "no gain beyond chance"))
+    if (d := row("the float judges' direct scores")):
+        parts.append(f"rounding float judges' scores to the human scale changes rho by {f(d)} ({d['agrees']}) and raises AP, because the alt-test counts a tie with the left-out "
+                     "annotator as the judge's win: AP on rounded and on float predictions are not comparable")
+    return ("Steindl et al.'s human-label claims, on published judges", 'published judges', '; '.join(parts) + '. What decomposition itself adds needs a GPU.')
 
 # %% ../../nbs/report/11b_tables.ipynb #2aafdf93
 def finding_embedded(su, # the paper_corrgap run's summary table (or None)

@@ -228,13 +228,35 @@ def test_paper_decomposition_selects_the_direct_regressor_and_reads_epsilon_and_
     _fake_run(tmp_outputs, 'judge/topical_chat__a', 'topical_chat', 'direct_icl5', ['coherence'], 0.4, seed=2)
     _fake_run(tmp_outputs, 'judge/hanna__a', 'hanna', 'direct', ['coherence'], 0.4)
     monkeypatch.setenv('JUDGELAB_RUN_ID', 'paper_decomposition')
-    nb = _execute('paper_decomposition', tmp_path, datasets=['topical_chat', 'hanna'])
+    nb = _execute('paper_decomposition', tmp_path, datasets=['topical_chat', 'hanna'], published=False)    # the published judges: the next test
     t = pd.read_csv(tmp_outputs/'paper_decomposition'/'tables'/'paper_decomposition_per_dimension.csv')
     fitted = t[t.method.str.startswith('direct + ')]
     assert len(fitted) and set(fitted.human_labels) == {'yes (fitted)'} and fitted.method.str.extract(r'\+ (\w+)$')[0].isin(['LR', 'DT', 'RF', 'MLP']).all()
     assert set(t[t.method == 'direct_icl5'].human_labels) == {'in-context examples'} and set(t[t.method == 'direct'].human_labels) == {'no'}
     assert set(t[t.dataset == 'topical_chat'].epsilon) == {0.1} and set(t.caveat.fillna('')[t.dataset == 'hanna']) == {'yes'}
     assert "caveat (hanna)" in _outputs_text(nb) and not _stderr(nb)
+
+def test_paper_decomposition_tests_steindls_claims_on_the_published_judges(tmp_path, tmp_outputs, monkeypatch):
+    """The human-label claims on OpinSummEval's 3 published judges: the per-judge table, the claims table with CIs over
+    judges, the audits' excess CorrGap set beside the horizontal gain, and the text, without stderr."""
+    import numpy as np, pandas as pd
+    from judgelab.data.judgments import load_judgments
+    j = pd.concat([load_judgments('opinsummeval', s) for s in ['chatgpt_cot', 'chatgpt_handcraft', 'geval_ada']])
+    jm = j[['judge', 'model']].drop_duplicates()
+    aud = tmp_outputs/'x'/'corrgap_audit'/'opinsummeval'/'tables'; aud.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    pd.concat([jm.assign(target=t, other='o', excess=rng.normal(0, 0.1, len(jm))) for t in ['aspect_relevance', 'self_coherence', 'sentiment_consistency', 'readability']]
+              ).to_csv(aud/'audit_opinsummeval_corrgap_pairs.csv', index=False)
+    (tmp_outputs/'x'/'corrgap_audit'/'opinsummeval'/'manifest.jsonl').write_text('')
+    monkeypatch.setenv('JUDGELAB_RUN_ID', 'paper_decomposition')
+    nb = _execute('paper_decomposition', tmp_path, datasets=['opinsummeval'])
+    t = tmp_outputs/'paper_decomposition'/'tables'
+    hl = pd.read_csv(t/'paper_decomposition_published.csv')
+    assert len(hl[['judge', 'model']].drop_duplicates()) == 3 and set(hl.setting) == {'direct', 'vertical', 'horizontal'}
+    c = pd.read_csv(t/'paper_decomposition_claims.csv')
+    assert c.claim.str.contains('raises its alt-test AP').any() and (c.lo <= c['mean']).all() and (c['mean'] <= c.hi).all()
+    assert "mean excess CorrGap" in c[c.claim.str.startswith('Horizontal')].judgelab.iloc[0]
+    assert 'On 3 published judges' in (t/'paper_decomposition_claims_text.md').read_text() and not _stderr(nb)
 
 def test_direct_rows_say_why_a_method_with_one_judged_item_has_no_test_half(tmp_path):
     """The main job's direct prediction with 5 ICL examples judged one of its two Topical-Chat items (the other was
