@@ -24,15 +24,16 @@ __all__ = ['API_MODELS', 'LIKERT_AGREEMENT_COLUMNS', 'ACCEPTABLE_ALPHA', 'HUMAN_
            'judges_agreement', 'alt_tests', 'alttest_forms', 'alttest_forms_text', 'alttest_figure', 'crowd_alt_tests',
            'crowd_agreement', 'dataset_counts', 'score_distributions_figure', 'dimension_correlations',
            'dimension_correlations_figure', 'replay_source', 'replay_figure', 'replay_headline', 'checkeval_figure',
-           'likert_on_scale', 'checkeval_agreement', 'model_size', 'binarised_kappa', 'likert_agreement',
-           'checkeval_claims', 'likert_agreement_text', 'quality_split_correlations', 'run_table', 'f2', 'icc_text',
-           'partial_text', 'partial_vs_corrgap', 'partial_vs_corrgap_text', 'mixed_models', 'mixed_text',
-           'reliability_figure', 'corrgap_pairs', 'corrgap_per_target', 'corrgap_summary', 'corrgap_box_figure',
-           'corrgap_groups_figure', 'corrgap_findings', 'corrgap_quality', 'dimcheck_vs_baselines', 'method_costs',
-           'finding_dependence', 'finding_second_measure', 'finding_raw_corrgap', 'finding_quality', 'finding_alttest',
-           'length_text', 'length_figure', 'finding_length', 'tied_share', 'published_regressors', 'human_label_claims',
-           'human_label_text', 'human_label_figure', 'finding_human_labels', 'finding_embedded', 'synthetic_pairs',
-           'synthetic_shape', 'synthetic_false_positives', 'synthetic_figure', 'check_noise_params', 'noise_settings',
+           'on_scale_models', 'likert_on_scale', 'checkeval_agreement', 'model_size', 'binarised_kappa',
+           'likert_agreement', 'checkeval_claims', 'likert_agreement_text', 'quality_split_correlations', 'run_table',
+           'f2', 'icc_text', 'partial_text', 'partial_vs_corrgap', 'partial_vs_corrgap_text', 'mixed_models',
+           'mixed_text', 'reliability_figure', 'corrgap_pairs', 'corrgap_per_target', 'corrgap_summary',
+           'corrgap_box_figure', 'corrgap_groups_figure', 'corrgap_findings', 'corrgap_quality',
+           'dimcheck_vs_baselines', 'method_costs', 'finding_dependence', 'finding_second_measure',
+           'finding_raw_corrgap', 'finding_quality', 'finding_alttest', 'length_text', 'length_figure',
+           'finding_length', 'tied_share', 'published_regressors', 'human_label_claims', 'human_label_text',
+           'human_label_figure', 'finding_human_labels', 'finding_embedded', 'synthetic_pairs', 'synthetic_shape',
+           'synthetic_false_positives', 'synthetic_figure', 'check_noise_params', 'noise_settings',
            'noise_false_positive_runs', 'wilson_ci', 'noise_false_positives', 'share_ci', 'noise_summary',
            'noise_curve', 'noise_figure', 'noise_curve_text', 'noise_other_text', 'held_out_half', 'evaluate_split',
            'decomposition_per_dimension', 'decomposition_table1', 'rounding_figure', 'check_calibration_params',
@@ -421,6 +422,14 @@ def checkeval_figure(main:pd.DataFrame, # one row per judge: dataset, family, so
         'dimension\'s checklist) and the reference judge; Likert judges: G-Eval-style and direct ratings, and the published judges. '
         + (f'Not shown: {note}. ' if note else '') + f'{len(fin)} judges shown.')
 
+# %% ../../nbs/report/11b_tables.ipynb #19bf483e
+def on_scale_models(scores:pd.DataFrame, # parsed scores with `model` and `score` columns (one dimension)
+                    dim, # its `judgelab.data.Dimension`
+                   )->pd.Index: # the models whose every parsed score lies on the dimension's rating scale
+    "The models (judges) on a dimension's human rating scale: every parsed score in [lo, hi]. One alpha never pools scales."
+    rng = scores.groupby('model').score.agg(['min', 'max'])
+    return rng[(rng['min'] >= dim.lo - 1e-9) & (rng['max'] <= dim.hi + 1e-9)].index
+
 # %% ../../nbs/report/11b_tables.ipynb #39537828
 def likert_on_scale(lk:pd.DataFrame, # Likert judgments of one dataset
                     dataset, # its name or `judgelab.data.Dataset`
@@ -433,7 +442,7 @@ def likert_on_scale(lk:pd.DataFrame, # Likert judgments of one dataset
     for dim, g in lk.groupby('dimension', sort=False):
         dd = spec.dim(dim)
         rng = g.groupby('model').score.agg(['min', 'max'])
-        on = rng[(rng['min'] >= dd.lo - 1e-9) & (rng['max'] <= dd.hi + 1e-9)].index
+        on = on_scale_models(g, dd)
         off = '; '.join(f'{m} ({r["min"]:.2f}-{r["max"]:.2f})' for m, r in rng.drop(on).iterrows())
         note = (f'left out, not on the {dd.lo:g}-{dd.hi:g} scale: {off}' if off else '')
         label = f'likert ({dd.lo:g}-{dd.hi:g} scale)'
@@ -536,7 +545,7 @@ def likert_agreement(J:dict, # dataset -> judgments (published ones have source 
             for dim, x in g.groupby('dimension', sort=False):
                 dd = spec.dim(dim)
                 w = x.pivot_table(index='model', columns='item_id', values='score', aggfunc='mean')
-                w = w[(w.min(axis=1) >= dd.lo - 1e-9) & (w.max(axis=1) <= dd.hi + 1e-9)]
+                w = w.loc[w.index.intersection(on_scale_models(x, dd))]
                 if len(w) < 2 or dim not in hm: continue
                 groups = [('all models', w)] + [(s, w.loc[ms]) for s, ms in pd.Series(w.index, index=w.index).groupby(model_size) if len(ms) >= 2]
                 for name, gw in groups:
@@ -609,12 +618,13 @@ def quality_split_correlations(J:dict, # dataset -> judgments
     qrows = []
     for d in datasets:
         hm = data[d].human_mean()
+        cut = {dim: quality_threshold_rule(data[d], dim) for dim in hm.columns}      # once per dimension, the same for every judge
         for (judge, model), g in J[d].groupby(['judge', 'model'], sort=False):
             sc = g[g.parse_ok].groupby(['item_id', 'dimension']).score.mean().unstack()
             for dim in sc.columns.intersection(hm.columns):
                 items = sc[dim].dropna().index.intersection(hm.index)
                 h = hm.loc[items, dim]
-                thr, rule = quality_threshold_rule(data[d], dim)
+                thr, rule = cut[dim]
                 for name, m in (('low', h < thr), ('high', h >= thr)):
                     c = correlation(sc.loc[items, dim][m.values].values, h[m].values, 'spearman', 'sample')
                     qrows.append(dict(dataset=d, family='checklist' if judge.startswith(checklist) else 'likert', judge=judge, model=model,
