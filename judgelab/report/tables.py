@@ -29,7 +29,7 @@ __all__ = ['API_MODELS', 'LIKERT_AGREEMENT_COLUMNS', 'ACCEPTABLE_ALPHA', 'HUMAN_
            'f2', 'icc_text', 'partial_text', 'partial_vs_corrgap', 'partial_vs_corrgap_text', 'mixed_models',
            'mixed_text', 'reliability_figure', 'corrgap_pairs', 'corrgap_per_target', 'corrgap_summary',
            'corrgap_box_figure', 'corrgap_groups_figure', 'corrgap_findings', 'corrgap_quality',
-           'dimcheck_vs_baselines', 'method_costs', 'finding_dependence', 'finding_second_measure',
+           'dimcheck_vs_baselines', 'method_costs', 'finding_dependence', 'corrgap_claims', 'finding_second_measure',
            'finding_raw_corrgap', 'finding_quality', 'finding_alttest', 'length_text', 'length_figure',
            'finding_length', 'tied_share', 'published_regressors', 'human_label_claims', 'human_label_text',
            'human_label_figure', 'finding_human_labels', 'finding_embedded', 'synthetic_pairs', 'synthetic_shape',
@@ -1036,6 +1036,37 @@ def finding_dependence(audits:dict, # dataset -> (headline, judge_level, over_ju
                + (f" (also without the correction, so it is the inference over judges, not the null, that withholds it on {', '.join(n for n, was in gone if not was)})"
                   if any(not was for _, was in gone) else '') + '.' if gone else '')
             + (f" Without a fitted null: {', '.join(plain_only)}." if plain_only else ''))
+
+# %% ../../nbs/report/11b_tables.ipynb #9bf3316c
+def corrgap_claims(headlines:dict, # dataset -> the audit's headline table (or None)
+                   quality_direction:pd.DataFrame|None=None, # the audits' quality-direction rows (one per dataset), or None
+                  )->pd.DataFrame: # claim | judgelab (published judges) | agrees
+    """Li & Chaturvedi's (2026) claims against the audits of the published judges: CorrGap on every dataset, dependence beyond the
+    human raters and beyond the judges' own reliability (the corrected excess, CI over judges), the quality groups, and DimCheck
+    (which needs edits by a competent editor: a GPU)."""
+    rows = []
+    for d, h in headlines.items():
+        if h is None or not len(h): continue
+        h, name = h.iloc[0], dataset_label(d)
+        raw = f"raw CorrGap {h.corrgap_raw:.3f} ({int(h.pairs_sig_raw)} of {int(h.pairs)} pairs significant)"
+        rows.append(dict(claim=f"{name}: LLM judges' scores depend on other dimensions (CorrGap > 0)", judgelab=raw,
+                         agrees='yes' if h.corrgap_raw > 0 and h.pairs_sig_raw > 0 else 'no'))
+        rows.append(dict(claim=f'{name}: the dependence is not what one human rater shows too', judgelab=f"excess over the raters {_ci(h.excess, h.excess_lo, h.excess_hi)}",
+                         agrees='yes' if h.excess_lo > 0 else 'no' if h.excess_hi < 0 else 'cannot decide (CI includes 0)'))
+        if pd.notna(h.get('excess_corrected', np.nan)):
+            lo, hi = h.corrected_over_judges_lo, h.corrected_over_judges_hi
+            rows.append(dict(claim=f"{name}: ... nor what the judges' own reliability explains (judgelab's test; the paper has no such null)",
+                             judgelab=f"corrected excess {h.excess_corrected:+.3f}, over judges 95% CI [{lo:.3f}, {hi:.3f}] (resampling {h.corrected_over_judges_ci_from}); "
+                                      f"the judges are {h.reliability_ratio:.2f}x as reliable as one rater",
+                             agrees='yes' if lo > 0 else 'no' if hi < 0 else 'cannot decide (CI includes 0)'))
+    if quality_direction is not None:
+        for r in quality_direction.to_dict('records'):
+            if r.get('agrees') in ('', None) or pd.isna(r.get('agrees')): continue
+            rows.append(dict(claim=f"{dataset_label(r['dataset'])}: CorrGap is {r['paper_finding']} (§6)", judgelab=r['judgelab'], agrees=r['agrees']))
+    rows.append(dict(claim='DimCheck (editing the non-target evidence out of the judge\'s analysis) lowers CorrGap while keeping the correlation with humans',
+                     judgelab='needs edits by a competent editor model: the embedded 135M model runs the path only; configs/paper.yaml on a GPU',
+                     agrees='cannot decide on published judges'))
+    return pd.DataFrame(rows, columns=['claim', 'judgelab', 'agrees']).rename(columns={'judgelab': 'judgelab (published judges)'})
 
 # %% ../../nbs/report/11b_tables.ipynb #f451d557
 def finding_second_measure(ic, pv, pn, mm)->tuple|None:
