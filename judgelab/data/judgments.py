@@ -370,7 +370,7 @@ def run_probes(name:str, # a dataset
     ds, srcs, out = load(spec.name), JUDGMENT_SOURCES[spec.name], []
     for source, f in sorted(probes.items()):
         if source not in srcs: raise DataError(f"{spec.name}: a probe of {source!r}, which data/datasets/{spec.name}.yaml does not list under judgment_sources")
-        group_files(spec.name, srcs[source].group)
+        if srcs[source].group: group_files(spec.name, srcs[source].group)     # a source in the files load() reads has no group of its own
         out.append((source, *f(ds, raw_dir(spec.name), n_boot, seed)))
     return out
 

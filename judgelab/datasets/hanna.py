@@ -9,7 +9,7 @@ from ..llm.parse import in_range, range_failure
 from ..data.judgments import reader, judgment_rows
 
 # %% auto #0
-__all__ = ['load_raw', 'read_chhun2024']
+__all__ = ['AUTHORS_NOTEBOOK', 'RULES', 'load_raw', 'read_chhun2024', 'notebook_means', 'invalid_ratings']
 
 # %% ../../nbs/datasets/hanna.ipynb #87bf367c
 _HANNA_DIMS = dict(relevance='RE', coherence='CH', empathy='EM', surprise='SU', engagement='EG', complexity='CX')
@@ -102,3 +102,77 @@ def read_chhun2024(ds, d):
                     score=np.where(ok, v, np.nan), rationale=None, sample=0, parse_ok=ok,
                     failure=[range_failure(x, 1, 5) for x in v])))
     return judgment_rows(pd.concat(parts, ignore_index=True).values.tolist())
+
+# %% ../../nbs/datasets/hanna.ipynb #226b3986
+# The per-system mean LLM ratings of Eval-Prompt 1 ("Task 0") that Chhun et al.'s notebook prints, for the two LLMs whose full
+# answers it reads (dig-team/hanna-benchmark-asg, data_visualization.ipynb, commit 3db802fad1a3665ebcd19479d470ae69a47d70c8,
+# the outputs of its Beluga and Mistral mean tables): rows the systems below, columns relevance, coherence, empathy, surprise,
+# engagement, complexity. The notebook reads llm_answers/*.json (absent here), sets a try that is not a number in 1-5 to 3,
+# then averages the 3 tries. Upstream reference values for the comparison in `invalid_ratings`, not results of judgelab.
+AUTHORS_NOTEBOOK = 'dig-team/hanna-benchmark-asg data_visualization.ipynb @ 3db802fad1a3665ebcd19479d470ae69a47d70c8'
+_NOTEBOOK_SYSTEMS = ['BertGeneration', 'CTRL', 'Fusion', 'GPT', 'GPT-2', 'GPT-2 (tag)', 'HINT', 'Human', 'RoBERTa', 'TD-VAE', 'XLNet']
+_NOTEBOOK_MEANS = {
+    'Mistral-7B': [[2.23, 2.42, 2.67, 2.57, 2.36, 2.66], [1.89, 1.82, 1.97, 2.19, 1.90, 2.03], [2.07, 2.17, 2.42, 2.35, 2.20, 2.28],
+                   [2.31, 2.55, 2.68, 2.56, 2.50, 2.65], [2.40, 2.37, 2.74, 2.85, 2.60, 2.88], [2.38, 2.47, 2.70, 2.67, 2.53, 2.76],
+                   [2.12, 2.13, 2.23, 2.28, 2.05, 2.05], [3.48, 3.50, 3.69, 3.24, 3.42, 3.45], [2.19, 2.30, 2.51, 2.48, 2.43, 2.62],
+                   [1.97, 2.14, 2.30, 2.22, 2.17, 2.45], [1.82, 1.73, 1.91, 2.17, 1.88, 2.20]],
+    'Beluga-13B': [[2.25, 2.10, 2.32, 2.11, 2.29, 2.57], [1.86, 1.54, 1.76, 1.78, 1.86, 1.85], [1.92, 1.67, 1.84, 1.82, 1.89, 1.87],
+                   [2.25, 2.07, 2.29, 2.10, 2.14, 2.33], [2.57, 2.36, 2.72, 2.59, 2.67, 2.89], [2.70, 2.41, 2.68, 2.47, 2.67, 2.93],
+                   [1.57, 1.31, 1.59, 1.49, 1.58, 1.43], [3.37, 3.55, 3.42, 3.11, 3.58, 3.48], [2.23, 2.05, 2.30, 2.16, 2.27, 2.53],
+                   [2.12, 2.01, 2.19, 2.21, 2.25, 2.46], [1.99, 1.66, 1.90, 2.03, 1.91, 2.38]]}
+
+def notebook_means()->pd.DataFrame:
+    "The authors' notebook's per-system means (Eval-Prompt 1), long: model, system, dimension, notebook."
+    dims = list(_HANNA_DIMS)
+    return pd.DataFrame([dict(model=m, system=s, dimension=dims[j], notebook=v) for m, t in _NOTEBOOK_MEANS.items()
+                         for s, row in zip(_NOTEBOOK_SYSTEMS, t) for j, v in enumerate(row)])
+
+# %% ../../nbs/datasets/hanna.ipynb #aa488f69
+def _rule_means(systems:list, df:pd.DataFrame, llm:str, n:int=1)->pd.DataFrame:
+    "Per system and dimension, the mean of `llm`'s prompt-n values: as stored, with values outside 1-5 set to 3, and with them dropped."
+    rows = []
+    for dim, code in _HANNA_DIMS.items():
+        v = _hanna_col(df, f'{llm} {code} {n}')
+        bad = ~in_range(v, 1, 5)
+        for k, s in enumerate(systems):
+            rows.append(dict(model=llm, system=s, dimension=dim, invalid=int(bad[k].sum()), stored=v[k].mean(),
+                             invalid_as_3=np.where(bad[k], 3.0, v[k]).mean(), dropped=v[k][~bad[k]].mean() if (~bad[k]).any() else np.nan))
+    return pd.DataFrame(rows)
+
+RULES = {'stored': 'the values as stored', 'invalid_as_3': 'a value outside 1-5 set to 3', 'dropped': "a value outside 1-5 left out (judgelab's reading)"}
+
+# %% ../../nbs/datasets/hanna.ipynb #f7c90d50
+@register('hanna', 'probe', 'chhun2024')
+def invalid_ratings(ds, d, n_boot:int=0, seed:int=0)->tuple: # (table, caption, text)
+    """The score file against the authors' notebook: how many LLM values are not a rating in 1-5, and which reading of them
+    reproduces the per-system means the notebook prints for Eval-Prompt 1 (`notebook_means`), to 2 decimals."""
+    systems, df = _hanna_table(d)
+    counts = {llm: (sum(int((~in_range(_hanna_col(df, f'{llm} {c} {n}'), 1, 5)).sum()) for c in _HANNA_DIMS.values() for n in (1, 2, 3, 4)),
+                    4*len(_HANNA_DIMS)*_hanna_col(df, f'{llm} RE 1').size) for llm in _HANNA_LLMS}
+    m = pd.concat([_rule_means(systems, df, llm) for llm in _NOTEBOOK_MEANS]).merge(notebook_means(), on=['model', 'system', 'dimension'])
+    rows = []
+    for (llm, rule), g in m.melt(['model', 'system', 'dimension', 'invalid', 'notebook'], list(RULES), 'rule', 'mean').groupby(['model', 'rule'], sort=False):
+        err = (g['mean'] - g.notebook).abs()
+        rows.append(dict(model=llm, rule=rule, reading=RULES[rule], prompt_1_invalid=int(g.invalid.sum()), means=len(g),
+                         match_2dp=int((err < 0.005 + 1e-9).sum()), mae=err.mean(), max_abs_diff=err.max(),
+                         notebook_above=int((g.notebook > g['mean'] + 0.005).sum()), invalid_all_prompts=counts[llm][0], values_all_prompts=counts[llm][1]))
+    t = pd.DataFrame(rows)
+    return t, ("the score file against the authors' notebook (" + AUTHORS_NOTEBOOK + "): LLM values outside 1-5, and the per-system means "
+               "of Eval-Prompt 1 under three readings of them, matched to 2 decimals"), _invalid_text(t, counts)
+
+# %% ../../nbs/datasets/hanna.ipynb #aa70c055
+def _invalid_text(t:pd.DataFrame, counts:dict)->str:
+    "The probe in words."
+    r = t.set_index(['model', 'rule'])
+    b, mi = r.loc[('Beluga-13B', 'stored')], r.loc['Mistral-7B']
+    per = ', '.join(f'{k} {v[0]:,}' for k, v in counts.items())
+    return (f"HANNA's score file keeps the LLM answers that were not a rating in 1-5 as values below 1 (-1 where all three tries failed): {per} "
+            f"of {next(iter(counts.values()))[1]:,} values per model. judgelab reads such a value as a parse failure: counted, never a score. "
+            f"The authors' notebook prints per-system means of Eval-Prompt 1 from the full answers (absent here), setting each invalid try to 3 "
+            f"before averaging the 3 tries. Beluga-13B has {int(b.prompt_1_invalid)} invalid values there, and the file gives {int(b.match_2dp)} of its "
+            f"{int(b.means)} means to 2 decimals. Mistral-7B has {int(mi.loc['stored'].prompt_1_invalid)}: as stored the file gives {int(mi.loc['stored'].match_2dp)} "
+            f"of {int(mi.loc['stored'].means)} (mean difference {mi.loc['stored'].mae:.3f}, the notebook higher in {int(mi.loc['stored'].notebook_above)}); "
+            f"with invalid values set to 3, {int(mi.loc['invalid_as_3'].match_2dp)} (mean difference {mi.loc['invalid_as_3'].mae:.3f}); dropped, "
+            f"{int(mi.loc['dropped'].match_2dp)} ({mi.loc['dropped'].mae:.3f}). So the two differ by the invalid answers: the notebook cleans them try "
+            "by try, the file keeps them in its 3-try means, which cannot be cleaned the same way without the answers. The compendium reads the "
+            "score file, the one per-story artefact released and the one the authors' own correlations read, with invalid values as failures.")
