@@ -1394,8 +1394,10 @@ def _horizontal_vs_corrgap(hl:pd.DataFrame, excess:pd.DataFrame)->str:
     g = g.dropna(subset=['gain', 'excess'])
     if len(g) < 6: return ''
     r = corr(g.gain.values, g.excess.values, 'spearman')
-    return (f"; over {len(g)} (judge, target) rows the gain correlates {r:+.2f} (Spearman) with the judge's mean excess CorrGap on that target "
-            "(positive: the other dimensions help most where the judge's score already leans on them)")
+    what = ('the other dimensions add most where the judge\'s score already leans on them' if r > 0.1 else
+            'the other dimensions add most where the judge\'s score leans on them least' if r < -0.1 else 'little relation')
+    return (f"; over {len(g)} (judge, target) rows the gain correlates {r:+.2f} (Spearman; rows of one judge are not independent) with the "
+            f"judge's mean excess CorrGap on that target: {what}")
 
 def human_label_text(claims:pd.DataFrame, hl:pd.DataFrame)->str:
     "The claims table in words."
@@ -1442,10 +1444,10 @@ def finding_human_labels(claims, # the paper_decomposition run's claims table (o
     if (a := row('raises its alt-test AP')) and (r := row("raises its Spearman's rho")):
         ap = 'raises' if a['agrees'] == 'yes' else 'does not clearly raise'
         rho = 'and raises its Spearman\'s rho' if r['agrees'] == 'yes' else 'but not its Spearman\'s rho'
-        parts.append(f"A regressor fitted on human labels to a published judge's own score {ap} its alt-test AP ({f(a)}; the paper's claim: {a['agrees']}) "
-                     f"{rho} ({f(r)}: {r['agrees']}); with one feature it recalibrates the scale (which the alt-test rewards) rather than reorder the items")
+        parts.append(f"A regressor fitted on human labels to a published judge's own score {ap} its alt-test AP ({f(a)}; agrees with the paper: {a['agrees']}) "
+                     f"{rho} ({f(r)}; agrees: {r['agrees']}); with one feature it recalibrates the scale (which the alt-test rewards) rather than reorder the items")
     if (h := row('Horizontal aggregation')):
-        parts.append(f"fed every dimension's score (horizontal), its rho changes by {f(h)} over the target's score alone: "
+        parts.append(f"fed every dimension's score (horizontal) instead of the target's alone, its rho changes by {f(h)}: "
                      + ("inter-dimension information helps predict the human score" if h['agrees'] == 'yes' else "no gain beyond chance"))
     if (d := row("the float judges' direct scores")):
         parts.append(f"rounding float judges' scores to the human scale changes rho by {f(d)} ({d['agrees']}) and raises AP, because the alt-test counts a tie with the left-out "
