@@ -1333,13 +1333,19 @@ def _judge_means(hl:pd.DataFrame)->pd.DataFrame:
     b = hl[hl.best]
     return b.groupby(['dataset', 'judge', 'model', 'setting'], sort=False)[['rho', 'ap', 'wr', 'rho_unrounded', 'ap_unrounded', 'wr_unrounded', 'ties', 'ties_unrounded']].mean().unstack('setting')
 
-def _mean_ci(d, n_boot:int, seed:int)->tuple:
-    "Mean of `d` (one value per judge) and a 95% percentile CI resampling judges."
-    d = np.asarray(d, float)
-    d = d[np.isfinite(d)]
-    if len(d) < 2: return (float(d.mean()) if len(d) else np.nan, np.nan, np.nan)
-    m = np.random.default_rng(seed).choice(d, (n_boot, len(d))).mean(1)
-    return float(d.mean()), float(np.quantile(m, 0.025)), float(np.quantile(m, 0.975))
+def _mean_ci(d:pd.Series, # one value per judge, indexed by (dataset, judge, model)
+             n_boot:int, seed:int)->tuple: # (mean, lo, hi, clusters)
+    """Mean of `d` and a 95% percentile CI that resamples models: a model's judges (its prompts, its datasets) go together, since
+    they are not independent of each other."""
+    d = d[np.isfinite(d.astype(float))]
+    if len(d) < 2: return (float(d.mean()) if len(d) else np.nan, np.nan, np.nan, 0)
+    c = pd.factorize(d.index.get_level_values('model'))[0]
+    k = c.max() + 1
+    if k < 2: return (float(d.mean()), np.nan, np.nan, 1)
+    S, N = np.bincount(c, weights=d.values.astype(float), minlength=k), np.bincount(c, minlength=k)
+    pick = np.random.default_rng(seed).integers(0, k, (n_boot, k))
+    m = S[pick].sum(1)/N[pick].sum(1)
+    return float(d.mean()), float(np.quantile(m, 0.025)), float(np.quantile(m, 0.975)), int(k)
 
 # %% ../../nbs/report/11b_tables.ipynb #1274382f
 def _rounding_rows(hl:pd.DataFrame, n_boot:int, seed:int)->list:
@@ -1359,13 +1365,13 @@ def _rounding_rows(hl:pd.DataFrame, n_boot:int, seed:int)->list:
 
 def _claim_row(claim:str, what:str, d, n_boot:int, seed:int, direction:bool=True)->dict:
     "A claims-table row: the mean difference over judges `d` with its CI; agrees when the CI is above 0 (below 0 with `direction` False)."
-    m, lo, hi = _mean_ci(d, n_boot, seed)
+    m, lo, hi, nm = _mean_ci(d, n_boot, seed)
     k, n = int((np.asarray(d) > 0).sum()), int(np.isfinite(np.asarray(d, float)).sum())
     up = lo > 0 if np.isfinite(lo) else False
     down = hi < 0 if np.isfinite(hi) else False
     agrees = 'cannot decide' if not (up or down) else ('yes' if up == direction else 'no')
-    return dict(claim=claim, judgelab=f'{what}: {m:+.3f} [{lo:+.3f}, {hi:+.3f}] (mean over {n} judges, 95% CI resampling judges); higher in {k} of {n}',
-                agrees=agrees, mean=m, lo=lo, hi=hi, judges=n, higher=k)
+    return dict(claim=claim, judgelab=f'{what}: {m:+.3f} [{lo:+.3f}, {hi:+.3f}] (mean over {n} judges, 95% CI resampling their {nm} models); higher in {k} of {n}',
+                agrees=agrees, mean=m, lo=lo, hi=hi, judges=n, models=nm, higher=k)
 
 def human_label_claims(hl:pd.DataFrame, # `published_regressors` of one or more datasets
                        excess:pd.DataFrame|None=None, # per (dataset, judge, model, target) the audit's mean excess CorrGap (optional)
@@ -1383,7 +1389,7 @@ def human_label_claims(hl:pd.DataFrame, # `published_regressors` of one or more 
         if excess is not None and len(excess): r['judgelab'] += _horizontal_vs_corrgap(hl, excess)
         rows.append(r)
     rows += _rounding_rows(hl, n_boot, seed)
-    return pd.DataFrame(rows, columns=['claim', 'judgelab', 'agrees', 'mean', 'lo', 'hi', 'judges', 'higher'])
+    return pd.DataFrame(rows, columns=['claim', 'judgelab', 'agrees', 'mean', 'lo', 'hi', 'judges', 'models', 'higher'])
 
 # %% ../../nbs/report/11b_tables.ipynb #1a840f89
 def _horizontal_vs_corrgap(hl:pd.DataFrame, excess:pd.DataFrame)->str:

@@ -1431,9 +1431,9 @@ def attribute_audit(judgments:pd.DataFrame, # judgments of one or more judges (s
                     n_perm:int=2999, # permutations per (judge, target) for the raw CorrGap (0: no test)
                     n_boot:int=1000, # cluster-bootstrap resamples over documents for the excess
                     seed:int=0,
-                    alpha:float=0.05, # BH level (the adjusted p-values run over every row: all judges and targets)
                    )->pd.DataFrame: # one row per (judge, target): `ATTRIBUTE_COLUMNS`
-    "CorrGap of every judge and target with a measured property of the items (text length by default) as the non-target, read against the human raters' own."
+    """CorrGap of every judge and target with a measured property of the items (text length by default) as the non-target, read against
+    the human raters' own; `p_bh` and `p_excess_bh` are BH-adjusted over every row (all judges and targets)."""
     _check_ties(ties)
     ds = as_dataset(dataset)
     if isinstance(attribute, str):

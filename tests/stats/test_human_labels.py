@@ -47,3 +47,13 @@ def test_claims_rest_on_judges(summeval):
     tc = published_regressors(load_judgments('topical_chat', 'unieval'), 'topical_chat', regressors=('LR',))
     assert tc.float_judge.all() and (tc[tc.setting == 'direct'].ties >= tc[tc.setting == 'direct'].ties_unrounded).all()
     assert human_label_claims(tc, n_boot=100).claim.str.contains("float judges' direct scores").any()
+
+def test_claims_resample_models_not_judges():
+    """One model's judges (its prompts, its datasets) are not independent: the CI resamples models. Four judges of one model give
+    no CI; two models give the CI of a two-cluster bootstrap, whose resampled means are only the two models' means and the overall one."""
+    from judgelab.report.tables import _mean_ci
+    ix = lambda models: pd.MultiIndex.from_tuples([('d', f'p{i}', m) for i, m in enumerate(models)], names=['dataset', 'judge', 'model'])
+    m, lo, hi, k = _mean_ci(pd.Series([0.1, 0.2, 0.3, 0.4], index=ix(['a']*4)), 200, 0)
+    assert k == 1 and np.isnan(lo) and m == pytest.approx(0.25)
+    m, lo, hi, k = _mean_ci(pd.Series([0.1, 0.1, 0.5, 0.5], index=ix(['a', 'a', 'b', 'b'])), 500, 0)
+    assert k == 2 and (lo, hi) == (pytest.approx(0.1), pytest.approx(0.5))
