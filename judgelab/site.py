@@ -919,7 +919,8 @@ def build_site(out:str|Path='_site', # the folder to write (emptied first)
                sweep:str='embedded', # the sweep whose runs the site shows (the main job)
                jobs:int|None=None, # notebooks rendered at once (default: the CPUs)
                lib:bool=True, # also the library notebooks and the API reference
-               max_rows:int=200, # table rows rendered into the index at most (the csv has them all)
+               max_rows:int=200, # table rows rendered into the index's findings at most (the csv has them all)
+               run_rows:int=100, # table rows rendered into runs.html at most: it holds every table of every run (the csv and the run's page have them all)
               )->Path: # the site's index.html
     "Write the compendium as a static site into `out`: the index, one page per executed notebook, the library's notebooks and API."
     root = paths.root
@@ -939,7 +940,7 @@ def build_site(out:str|Path='_site', # the folder to write (emptied first)
     write = functools.partial(_write_page, out, footer, {outputs: 'outputs', runs_dir: 'papermill_runs'})
     write('index.html', *_index_html(c, max_rows))
     write('figures.html', 'Figures · judgelab', _figures_html(c))
-    write('runs.html', 'Tables and provenance · judgelab', _runs_page(c, max_rows))
+    write('runs.html', 'Tables and provenance · judgelab', _runs_page(c, run_rows))
     for r in c.runs:
         if page := c.page_of.get(r['id']):
             body = relink(rendered[(str(r['notebook']), 'run')], r['notebook'].parent, page, c.site_map)
