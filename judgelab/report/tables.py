@@ -12,6 +12,7 @@ from ..data import judgments as JM
 from ..core import paths, sha256_file
 from ..stats import make_regressor, round_to_scale, alt_test, alt_test_inputs, percentile_ranks, corr, correlation, correlation_table, krippendorff_alpha, fleiss_kappa
 from ..stats.corrgap import corrgap, corrgap_audit, dependence_weight, human_baseline, matched_null, quality_groups, quality_threshold, quality_threshold_rule, rater_slots, sigma_for_alpha, simulate_raters
+from ..stats.audits import _cluster_boot
 from ..stats.reliability import compare_excess, human_reliability, judge_as_rater, mixed_excess, partial_audit
 from ..methods.judges import direct_regressor, summarize
 from ..methods.checklist import answer_table, binarized_likert, load_checklist, question_agreement, score_agreement
@@ -1339,12 +1340,10 @@ def _mean_ci(d:pd.Series, # one value per judge, indexed by (dataset, judge, mod
     they are not independent of each other."""
     d = d[np.isfinite(d.astype(float))]
     if len(d) < 2: return (float(d.mean()) if len(d) else np.nan, np.nan, np.nan, 0)
-    c = pd.factorize(d.index.get_level_values('model'))[0]
-    k = c.max() + 1
-    if k < 2: return (float(d.mean()), np.nan, np.nan, 1)
-    S, N = np.bincount(c, weights=d.values.astype(float), minlength=k), np.bincount(c, minlength=k)
-    pick = np.random.default_rng(seed).integers(0, k, (n_boot, k))
-    m = S[pick].sum(1)/N[pick].sum(1)
+    models = d.index.get_level_values('model')
+    k = models.nunique()
+    if k < 2: return (float(d.mean()), np.nan, np.nan, int(k))
+    m = _cluster_boot(d.values.astype(float), models, np.zeros(len(d)), 'a', n_boot, np.random.default_rng(seed))   # the audits' resampling of models
     return float(d.mean()), float(np.quantile(m, 0.025)), float(np.quantile(m, 0.975)), int(k)
 
 # %% ../../nbs/report/11b_tables.ipynb #1274382f
