@@ -423,7 +423,7 @@ def verdicts(pairs:pd.DataFrame, # the pairs of `corrgap_audit` (concatenated `C
             )->pd.DataFrame: # one row per judge and target, with `verdict` in words
     "A verdict per judge and target (those it judged): dependence beyond human raters, a raw CorrGap not beyond them, or none."
     rows = []
-    corr = (correlations[(correlations.method == method) & (correlations.level == 'sample')].set_index(['judge', 'model', 'dimension'])
+    corr = (correlations[(correlations.method == method) & (correlations.level == 'sample')].set_index(['judge', 'model', 'dimension']).sort_index()
             if correlations is not None and len(correlations) else None)
     judges = pairs[['judge', 'model']].drop_duplicates().values.tolist() if len(pairs) else (
              correlations[['judge', 'model']].drop_duplicates().values.tolist() if correlations is not None else [])

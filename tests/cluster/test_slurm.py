@@ -10,7 +10,7 @@ Two runs that ask for the node's one GPU never run at once, and a run's threads 
 
 Needs root or password-less sudo (slurmd, munged); without either the module is skipped, saying so. CI runs as root."""
 
-import json, os, re, shutil, sqlite3, subprocess, time
+import difflib, hashlib, json, os, re, shutil, sqlite3, subprocess, time
 from pathlib import Path
 import nbformat, pandas as pd, pytest
 from tests.conftest import BIN, ROOT
@@ -137,6 +137,21 @@ def _cells(nb:Path)->list:
         cells.append((c.source, outs))
     return cells
 
+def _short(o):
+    "An output with its images as their length and hash (a differing image shows as a differing line)."
+    if not isinstance(o, dict) or 'data' not in o: return o
+    img = lambda v: f'<{len(v)} chars, sha256 {hashlib.sha256(str(v).encode()).hexdigest()[:12]}>'
+    return {**o, 'data': {k: img(v) if k.startswith('image/') else v for k, v in o['data'].items()}}
+
+def _cell_diff(rid:str, x:list, y:list)->str:
+    "What differs between two notebooks' `_cells`: each differing cell's source and a unified diff of its outputs."
+    if len(x) != len(y): return f'{rid}: {len(x)} code cells on the cluster, {len(y)} here'
+    dump = lambda outs: json.dumps([_short(o) for o in outs] if isinstance(outs, list) else outs, indent=1, sort_keys=True).splitlines()
+    out = [f'{rid}: cells differ (---: on the cluster, +++: here)']
+    for (src, a), (_, b) in zip(x, y):
+        if a != b: out += [f'cell: {src[:300]!r}', *list(difflib.unified_diff(dump(a), dump(b), lineterm='', n=1))[:60]]
+    return '\n'.join(out)
+
 def test_a_sweep_on_slurm_runs_each_run_as_a_job_and_equals_the_local_sweep(cluster, profile, tmp_path):
     repo = make_repo(tmp_path/'slurm')
     (repo/'c.yaml').write_text(SWEEP)
@@ -167,7 +182,9 @@ def test_a_sweep_on_slurm_runs_each_run_as_a_job_and_equals_the_local_sweep(clus
     a, b = _outputs(repo), _outputs(local)
     assert sorted(a) == sorted(b) and len(a) > 40, sorted(set(a) ^ set(b))
     assert [f for f in a if a[f] != b[f]] == []
-    for rid in RUNS: assert _cells(repo/'papermill_runs'/f'{rid}.ipynb') == _cells(local/'papermill_runs'/f'{rid}.ipynb'), rid
+    for rid in RUNS:
+        x, y = _cells(repo/'papermill_runs'/f'{rid}.ipynb'), _cells(local/'papermill_runs'/f'{rid}.ipynb')
+        assert x == y, _cell_diff(rid, x, y)
     # both now current: nothing runs again, on the cluster or here
     r = sweep(repo, 'c.yaml', '--executor', 'slurm', '--profile', profile, '-j', '4')
     assert r.returncode == 0 and '4 runs: 0 ran, 4 already done (skipped)' in r.stdout, r.stdout[-3000:]

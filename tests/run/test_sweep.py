@@ -288,6 +288,22 @@ def test_runs_under_the_sweep_get_a_thread_budget(repo, monkeypatch):
         assert seen['env'] == {**{v: want for v in THREAD_VARS}, 'NUMEXPR_NUM_THREADS': '7'}, seen
         assert seen['pools'] == [int(want)], seen                       # numpy's BLAS pool really is limited
 
+def test_runs_start_with_matplotlibs_font_cache_built(repo, tmp_path):
+    """On a fresh machine matplotlib builds its font cache at its first import; a build that takes over 5 s (parallel runs
+    on a busy machine: the fresh-clone CI's SLURM sweep) warns on stderr, into the executed notebook. The sweep builds the
+    cache before any kernel starts, so the kernels find it."""
+    mpl = tmp_path/'mpl'; mpl.mkdir()                                   # no font cache yet: a fresh machine
+    template(repo/'nbs'/'experiments'/'fonts.ipynb', 'x: int = 0  # unused',
+             "import os, json\nprint(json.dumps(sorted(os.listdir(os.environ['MPLCONFIGDIR']))))")
+    cfg = repo/'fonts.yaml'
+    cfg.write_text("name: fonts\nexperiments:\n  a:\n    template: nbs/experiments/fonts.ipynb\n")
+    r = subprocess.run([str(BIN/'judgelab'), 'sweep', str(cfg), '--no-progress'], capture_output=True, text=True, cwd=repo, timeout=600,
+                       env={**os.environ, 'PYTHONPATH': str(repo), 'MPLCONFIGDIR': str(mpl)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = nbformat.read(next((repo/'papermill_runs'/'fonts').glob('*.ipynb')), as_version=4)
+    seen = json.loads(out.cells[-1].outputs[0]['text'])
+    assert any(f.startswith('fontlist') for f in seen), seen            # the kernel started with the cache already built
+
 def test_shipped_configs_validate():
     from judgelab.run.sweep import load_sweep
     emb = load_sweep(ROOT/'configs'/'embedded.yaml')

@@ -1,7 +1,7 @@
 """A new user's audit, end to end: one command (`judgelab audit`) and one line of Python (`judgelab.audit`), on a judge
 whose coherence score is built to lean on fluency, and on one that is merely noisy."""
 
-import json, os, subprocess, sys
+import json, os, subprocess, sys, warnings
 from pathlib import Path
 import numpy as np, pandas as pd
 import pytest
@@ -226,6 +226,20 @@ def test_an_excess_without_a_matched_null_is_said_so_not_printed_as_nan():
     v = verdicts(pairs).iloc[0]
     assert 'nan' not in v.verdict.lower(), v.verdict
     assert v.status == 'excess without a reliability-matched null' and v.other == 'coherence' and 'not read as dependence' in v.verdict
+
+def test_verdicts_read_the_correlations_without_a_pandas_performance_warning():
+    """Judges listed out of lexical order (OpinSummEval's) once made every verdict look its correlation up past the index's
+    lexsort depth: pandas warned, and the audit notebooks showed 'note: indexing past lexsort depth' once per judge."""
+    from judgelab.stats.audits import verdicts
+    base = dict(model='m', n_low=50, n_high=50, gap=0.3, p_bh=0.01, gap_human=0.05, excess_lo=0.1, excess_hi=0.4, k_raters=3, excess=0.3,
+                p_excess_bh=0.002, reliability_ratio=1.0, excess_null=0.0, excess_null_sd=0.05, excess_corrected=0.3, p_corrected_bh=0.01, null_note=None)
+    pairs = pd.DataFrame([dict(base, judge=j, target=t, other=o) for j in ('z', 'a') for t, o in (('y', 'x'), ('x', 'y'))])
+    corr = pd.DataFrame([dict(judge=j, model='m', dimension=d, method='spearman', level='sample', value=0.5, ci_lo=0.4, ci_hi=0.6)
+                         for j in ('z', 'a') for d in ('y', 'x')])
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        v = verdicts(pairs, corr)
+    assert len(v) == 4 and (v['corr'] == 0.5).all()
 
 def test_a_partial_audit_says_its_coverage():
     "An audit of 200 of SummEval's 1,600 items on one dimension warns in Python and says so in its first line."
