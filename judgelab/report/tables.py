@@ -1932,6 +1932,7 @@ def check_calibration_params(p:dict, # the template's PARAMS
         f"need n_data >= 2, n_items >= 40, 1 <= per_doc <= n_items: {p['n_data']}, {p['n_items']}, {p['per_doc']}"
     assert p['n_sim'] >= 3 and p['n_boot'] >= 10, f"need n_sim >= 3 and n_boot >= 10: {p['n_sim']}, {p['n_boot']}"
     assert -1 < p['rho'] < 1 and p['method'] in ('spearman', 'pearson', 'kendall') and 0 < p['alpha_level'] < 1 and 0 < p['max_fp'] < 1
+    assert p.get('loadings', 'shared') in ('shared', 'per slot'), f"loadings must be 'shared' or 'per slot', not {p['loadings']!r}"
 
 # %% ../../nbs/report/11b_tables.ipynb #b1bec61f
 def calibration_runs(p:dict, # the template's PARAMS
@@ -1951,7 +1952,8 @@ def calibration_runs(p:dict, # the template's PARAMS
                 assert all((sm['R_t'] == R_t).all() for sm in sims.values()), 'the judges of one simulated dataset must share its raters'
                 P = {k: sm['pred'] for k, sm in sims.items()}
                 hb = human_baseline(P, R_t, R_o, docs=docs, method=p['method'], n_boot=p['n_boot'], seed=s).set_index('judge')
-                mn = matched_null(P, R_t, R_o, docs=docs, method=p['method'], n_sim=p['n_sim'], seed=s, observed=dict(zip(hb.index, hb.excess))).set_index('judge')
+                mn = matched_null(P, R_t, R_o, docs=docs, method=p['method'], n_sim=p['n_sim'], seed=s, observed=dict(zip(hb.index, hb.excess)),
+                                  exchangeable=p.get('loadings', 'shared') == 'shared').set_index('judge')
                 dw = dependence_weight(P, R_t, R_o, docs=docs, n_boot=p['n_boot'], seed=s).set_index('judge')
                 for k in P:
                     rows.append(dict(alpha=a, variant=v, judge_noise=k[0], w=k[1], sim=i, excess=hb.excess[[k]].iloc[0], p_excess=hb.p_excess[[k]].iloc[0],
@@ -2025,6 +2027,7 @@ def calibration_figure(cells:pd.DataFrame, p:dict, # the template's PARAMS
     fig.legend(loc='outside lower center', ncol=3, frameon=False, fontsize=8.5)
     return fig, (
         f"Rejection rates of three tests of dependence on simulated raters (3 per item, {p['n_items']} items, {p['n_data']} simulated datasets per point) and judges, "
+        f"the null fitted with {'one loading shared by the rater slots' if p.get('loadings', 'shared') == 'shared' else 'a loading per rater slot'}, "
         f'by judge noise (x: a multiple of a rater\'s noise sd; 1x: as reliable as one rater); one column per rater agreement. Top: at no dependence '
         f'(false positives; dashed line: the nominal {alpha_level:g}, dotted: {max_fp:g}); bottom: at dependence w = {w_power:g} (power). Red circles: the plain '
         'excess over the human baseline; blue squares: the excess corrected by the reliability-matched null; green triangles: the errors-in-variables '

@@ -594,7 +594,7 @@ def _audit_pairs(mats:dict, alpha:float)->pd.DataFrame:
             'excess', 'excess_lo', 'excess_hi', 'p_excess', 'p_excess_bh', 'k_raters', 'n_dropped']
     pairs = pd.concat([m.long for m in mats.values()], ignore_index=True) if mats else pd.DataFrame(columns=cols)
     if mats: pairs = bh_all(mats, alpha)
-    cols += ['reliability_ratio', 'excess_null', 'excess_null_sd', 'excess_corrected', 'p_corrected', 'p_corrected_mc', 'p_corrected_bh', 'n_sim', 'null_note', 'w', 'w_lo', 'w_hi', 'p_w', 'w_note', 'p_excess_bh_all', 'p_corrected_bh_all']
+    cols += ['reliability_ratio', 'excess_null', 'excess_null_sd', 'excess_corrected', 'p_corrected', 'p_corrected_mc', 'p_corrected_bh', 'n_sim', 'loadings', 'null_note', 'w', 'w_lo', 'w_hi', 'p_w', 'w_note', 'p_excess_bh_all', 'p_corrected_bh_all']
     return pairs[[c for c in cols if c in pairs]]
 
 # %% ../../nbs/stats/06a_audit.ipynb #35d88d79

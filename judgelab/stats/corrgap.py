@@ -17,11 +17,11 @@ from ..core import stage
 
 # %% auto #0
 __all__ = ['TIES', 'SUMMARY_COLUMNS', 'WEIGHT_COLUMNS', 'NULL_COLUMNS', 'ATTRIBUTES', 'ATTRIBUTE_COLUMNS', 'divergence',
-           'split_groups', 'CorrGapResult', 'fisher_z_test', 'corrgap', 'rater_slots', 'canonical_items',
-           'bootstrap_weights', 'split_counts', 'human_baseline', 'simulate_raters', 'sigma_for_alpha', 'NullModel',
-           'fit_null', 'matched_null', 'dependence_weight', 'synthetic_dependence', 'quality_groups', 'quality_cut',
-           'quality_threshold_rule', 'quality_threshold', 'CorrGapMatrix', 'corrgap_audit', 'corrgap_matrix',
-           'text_length', 'attribute_audit']
+           'split_groups', 'CorrGapResult', 'fisher_z_test', 'corrgap', 'rater_slots', 'raters_fixed',
+           'canonical_items', 'bootstrap_weights', 'split_counts', 'human_baseline', 'simulate_raters',
+           'sigma_for_alpha', 'NullModel', 'fit_null', 'matched_null', 'dependence_weight', 'synthetic_dependence',
+           'quality_groups', 'quality_cut', 'quality_threshold_rule', 'quality_threshold', 'CorrGapMatrix',
+           'corrgap_audit', 'corrgap_matrix', 'text_length', 'attribute_audit']
 
 # %% ../../nbs/stats/06_corrgap.ipynb #753e899b
 def _id_order(ids):
@@ -438,6 +438,18 @@ def rater_slots(dataset, # a `judgelab.data.Dataset` (or a dataset name)
     slot = h.groupby('item_id', sort=False).cumcount()
     return h.assign(slot=slot.values).pivot(index='item_id', columns='slot', values='score').reindex(ds.items.item_id)
 
+# %% ../../nbs/stats/06_corrgap.ipynb #591953d7
+def raters_fixed(dataset, # a `judgelab.data.Dataset` or a dataset name
+                 dim:str, # dimension
+                )->bool:
+    "Whether every rater slot of `dim` (position among an item's raters, by annotator id) is always the same named annotator."
+    ds = as_dataset(dataset)
+    dim = ds.dim(dim).name
+    h = ds.human[ds.human.dimension == dim].sort_values(['item_id', 'annotator'], kind='stable')
+    slot = h.groupby('item_id', sort=False).cumcount()
+    per_slot = h.assign(slot=slot.values).groupby('slot').annotator.nunique()
+    return bool(len(per_slot) >= 2 and (per_slot == 1).all() and not h.annotator.astype(str).str.startswith('slot').any())
+
 # %% ../../nbs/stats/06_corrgap.ipynb #77e5ba90
 def canonical_items(dataset, # a `judgelab.data.Dataset` (or a dataset name)
                     scores=(), # wide tables item_id x dimension of judge scores to include in the key (e.g. every audited judge)
@@ -770,11 +782,12 @@ def _corr_pairwise(X):
     return pd.DataFrame(X).corr(min_periods=3).to_numpy()
 
 # %% ../../nbs/stats/06_corrgap.ipynb #07ad0097
-def _loadings(C):
-    "Loadings of K rater columns on one latent score from their correlation matrix C (K, K): l_a^2 = sum_{b<c} C_ab C_ac / sum_{b<c} C_bc; K = 2: both sqrt(C_12)."
+def _loadings(C, shared:bool=False):
+    """Loadings of K rater columns on one latent score from their correlation matrix C (K, K): l_a^2 = sum_{b<c} C_ab C_ac / sum_{b<c} C_bc;
+    K = 2, or `shared` (exchangeable slots): every slot sqrt(mean C_ab), the mean over all pairs of slots."""
     K = len(C)
     lim = (1e-3, 0.98**2)
-    if K == 2: return np.full(2, math.sqrt(np.clip(C[0, 1], *lim)))
+    if K == 2 or shared: return np.full(K, math.sqrt(np.clip(np.nanmean(C[~np.eye(K, dtype=bool)]), *lim)))
     out = []
     for a in range(K):
         bc = list(itertools.combinations([x for x in range(K) if x != a], 2))
@@ -801,6 +814,7 @@ class NullModel:
     marg: list
     masks: np.ndarray   # per column T_1..T_K, O_1..O_K, judges: sorted observed values; (n, columns) observed cells
     offset: np.ndarray|None = None  # latent minus observed correlations where fitted (what the discrete scales take away)
+    shared: bool = False  # exchangeable rater slots: one loading (and one halo) per dimension, shared by every slot
     @property
     def reliability_ratio(self)->dict:
         "Each judge's correlation with the latent target over an average rater's (1: as reliable as one rater)."
@@ -832,14 +846,15 @@ class NullModel:
         return out
 
 # %% ../../nbs/stats/06_corrgap.ipynb #8608d2b9
-def _fit_closed(C, K, J):
-    "Loadings, latent correlation, halo and judge loadings from a correlation matrix of T_1..T_K, O_1..O_K, judges."
+def _fit_closed(C, K, J, shared:bool=False):
+    "Loadings, latent correlation, halo and judge loadings from a correlation matrix of T_1..T_K, O_1..O_K, judges (`shared`: exchangeable slots, one loading and one halo per dimension)."
     T, O = np.arange(K), np.arange(K, 2*K)
-    lt, lo = _loadings(C[np.ix_(T, T)]), _loadings(C[np.ix_(O, O)])
+    lt, lo = _loadings(C[np.ix_(T, T)], shared), _loadings(C[np.ix_(O, O)], shared)
     cross = [C[a, K + b]/(lt[a]*lo[b]) for a in range(K) for b in range(K) if a != b and np.isfinite(C[a, K + b])]
     rho = float(np.clip(np.mean(cross) if cross else 0.0, -0.98, 0.98))
     halo = np.array([np.nan_to_num(C[a, K + a] - lt[a]*lo[a]*rho) for a in range(K)])
     lim = 0.98*np.sqrt((1 - lt**2)*(1 - lo**2))
+    if shared: halo = np.full(K, np.nanmean(halo))
     halo = np.clip(halo, -lim, lim)
     lam = [float(np.clip(np.nanmean(C[2*K + j, T]/lt), 0.01, 0.995)) for j in range(J)]
     return lt, lo, rho, halo, lam
@@ -851,10 +866,12 @@ def fit_null(preds:dict, # {judge: scores of the target} (NaN: not scored)
              steps:int=4, # moment-matching steps
              seed:int=0,
              offset=None, # `NullModel.offset` of a fit to the full data: latent = observed + offset, no moment matching (for resamples)
+             shared:bool=False, # exchangeable rater slots (positions filled by different people): one loading and one halo per dimension
             )->NullModel:
     """Fit the no-dependence latent model (`NullModel`) to the data. The loadings are first read from the correlations of
     the observed columns (one latent per dimension: products of cross-rater correlations; the latent correlation from
-    cross-rater, cross-dimension pairs; a rater's halo from its own cross-dimension correlation beyond that; a judge's
+    cross-rater, cross-dimension pairs; a rater's halo from its own cross-dimension correlation beyond that; with `shared`
+    one loading per dimension from the mean correlation between slots, and the mean halo; a judge's
     loading from its correlations with the target's raters). Mapping to the discrete observed scales attenuates
     correlations, so the latent correlations are then moved until the model's simulated columns, mapped to the observed
     scales, reproduce the observed correlations (`steps` rounds on `n_match` simulated items). The judge's correlations
@@ -879,8 +896,8 @@ def fit_null(preds:dict, # {judge: scores of the target} (NaN: not scored)
         C = np.where(used, C + offset, C)
         steps = 0
     for step in range(steps + 1):
-        lt, lo, rho, halo, lam = _fit_closed(C, K, J)
-        m = NullModel(lt, lo, rho, halo, dict(zip(preds, lam)), marg, masks)
+        lt, lo, rho, halo, lam = _fit_closed(C, K, J, shared)
+        m = NullModel(lt, lo, rho, halo, dict(zip(preds, lam)), marg, masks, shared=shared)
         if step == steps: break
         C_sim = _corr_pairwise(m.observed(m.gaussian(n_match, rng), masks=False)[0])
         C = np.where(used, C + np.nan_to_num(C_obs - C_sim), C)
@@ -979,13 +996,13 @@ def _simulate_null(m:NullModel, P:dict, R_t, R_o, clusters, n_sim:int, seed:int,
         js = [j for j, k in enumerate(names) if np.isfinite(P[k][idx]).sum() >= 3]
         fit = [names[j] for j in js]
         if not fit: continue
-        try: mb = fit_null({k: P[k][idx] for k in fit}, R_t[idx], R_o[idx], offset=_offset_of(m.offset, K, js))
+        try: mb = fit_null({k: P[k][idx] for k in fit}, R_t[idx], R_o[idx], offset=_offset_of(m.offset, K, js), shared=m.shared)
         except ValueError: continue                                  # a resample without 3 ratings of some rater slot
         mb.masks = m.masks[:, np.r_[np.arange(2*K), 2*K + np.asarray(js)]]     # the data's items and missing cells
         X = mb.observed(mb.gaussian(n, rng))[0]
         sim = {k: X[:, 2*K + i] for i, k in enumerate(fit)}
         sims[js, b] = human_baseline(sim, X[:, :K], X[:, K:2*K], method=method, bins=bins, n_boot=0, ties=ties).excess.to_numpy()
-        try: mr = fit_null(sim, X[:, :K], X[:, K:2*K], offset=_offset_of(m.offset, K, js))
+        try: mr = fit_null(sim, X[:, :K], X[:, K:2*K], offset=_offset_of(m.offset, K, js), shared=m.shared)
         except ValueError: continue                                  # a simulated column with < 3 scores: no refit
         th[js, b], tr[js, b] = _null_params(mb, fit), _null_params(mr, fit)   # drawn from, and refitted to, this dataset
     return sims, th, tr
@@ -1002,7 +1019,7 @@ def _null_row(k, m:NullModel, sims, th, tr, obs:float, keep_sims:bool)->dict:
                excess_null=float(s.mean()) if len(s) else np.nan, excess_null_sd=math.sqrt(var) if len(s) > 1 else np.nan,
                excess_corrected=obs - s.mean() if len(s) else np.nan,
                p_corrected=_p_predictive(obs, s, var, dof), p_corrected_mc=(1 + np.sum(s >= obs - 1e-12))/(len(s) + 1) if len(s) and np.isfinite(obs) else np.nan,
-               n_sim=len(s), null_dof=dof)
+               n_sim=len(s), null_dof=dof, loadings='shared' if m.shared else 'per slot')
     if keep_sims: row['sims'] = sims
     return row
 
@@ -1016,6 +1033,7 @@ def matched_null(preds, # judge scores for the target: an array, or {name: array
                  observed:dict|None=None, # {judge: observed excess} (default: computed here, `human_baseline` without bootstrap)
                  keep_sims:bool=False, # keep each judge's simulated excesses (column `sims`)
                  min_agreement:float=0.05, # below this mean correlation between rater slots (of t or o) the latent model is not identified: no null
+                 exchangeable:bool=False, # the rater slots are positions filled by different people (crowd workers), not fixed raters: one shared loading per dimension
                 )->pd.DataFrame: # one row per judge
     """The excess CorrGap a judge with *no* dependence and this judge's own reliability gets on data like these, and the
     observed excess corrected by it. `fit_null` fits the latent model; `n_sim` datasets are simulated from it (the same
@@ -1032,6 +1050,8 @@ def matched_null(preds, # judge scores for the target: an array, or {name: array
     the fit's error and its covariance with the excess (at low agreement they run against each other); `null_dof` is
     n_sim - 1 less the parameters in h. The p-value is continuous and can be small enough for BH over many pairs with a modest
     `n_sim`; `p_corrected_mc` = (1 + #{simulated >= observed})/(n_sim + 1) is the plain Monte Carlo p beside it.
+    With `exchangeable` (slots filled by different workers) the slots share one loading per dimension (`loadings`
+    'shared'; fixed raters: 'per slot'): per-slot ratios of small correlations scatter at low agreement and widen the null.
     Where the raters of t or o do not agree (mean correlation between rater slots below `min_agreement`) there is no latent
     score to fit: the row has `n_sim` 0 and says why (`null_note`). Each judge's null is its own: its row is the same
     whether it is audited alone or beside other judges, and whatever the rows' order or the items' ids (with
@@ -1048,7 +1068,7 @@ def matched_null(preds, # judge scores for the target: an array, or {name: array
         observed = dict(zip(P, human_baseline(P, R_t, R_o, ids=ids, method=method, bins=bins, n_boot=0, ties=ties).excess))
     R_t, R_o, dcode, P = _canonical_order(P, R_t, R_o, docs)
     P = {k: P[k] for k in names}
-    m = fit_null(P, R_t, R_o, seed=seed)
+    m = fit_null(P, R_t, R_o, seed=seed, shared=exchangeable)
     clusters = np.arange(n) if docs is None else dcode
     sims, th, tr = _simulate_null(m, P, R_t, R_o, clusters, n_sim, seed, method, bins, ties)
     rows = [_null_row(k, m, sims[j], th[j], tr[j], observed.get(k, np.nan), keep_sims) for j, k in enumerate(names)]
@@ -1276,7 +1296,7 @@ def _mean_ci(boot, long, ci=0.95):
     return (float(np.quantile(m, a)), float(np.quantile(m, 1 - a))) if len(m) >= 2 else (np.nan, np.nan)
 
 WEIGHT_COLUMNS = ['w', 'w_lo', 'w_hi', 'p_w', 'w_note']   # `dependence_weight`'s estimate of the judge's weight on the non-target
-NULL_COLUMNS = ['reliability_ratio', 'excess_null', 'excess_null_sd', 'excess_corrected', 'p_corrected', 'p_corrected_mc', 'n_sim']
+NULL_COLUMNS = ['reliability_ratio', 'excess_null', 'excess_null_sd', 'excess_corrected', 'p_corrected', 'p_corrected_mc', 'n_sim', 'loadings']
 
 # %% ../../nbs/stats/06_corrgap.ipynb #5e41332a
 def _audit_data(judgments:pd.DataFrame, ds, targets, baseline:bool, n_boot:int, seed:int)->tuple:
@@ -1305,13 +1325,14 @@ def _audit_pair_list(ds, targets:list, others)->list:
 
 # %% ../../nbs/stats/06_corrgap.ipynb #0d25dd6f
 def _pair_baselines(preds:dict, R_t, R_o, ids, docs, W, method:str, bins, ties:str, null:bool, n_sim:int, weight:bool, n_boot:int,
-                    seed:int, null_seed:int)->tuple:
+                    seed:int, null_seed:int, exchangeable:bool=False)->tuple:
     "({judge: human baseline row}, {judge: matched null row} or None, {judge: dependence weight row} or None) of one pair."
     hb = dict(zip(preds, human_baseline(preds, R_t, R_o, ids=ids, method=method, bins=bins, W=W, ties=ties, keep_boot=True).to_dict('records')))
     mn = None
     if null:
         mn = {r['judge']: r for r in matched_null(preds, R_t, R_o, ids=ids, method=method, bins=bins, ties=ties, n_sim=n_sim,
-                                                   docs=docs, seed=null_seed, observed={jm: hb[jm]['excess'] for jm in preds}).to_dict('records')}
+                                                   docs=docs, seed=null_seed, observed={jm: hb[jm]['excess'] for jm in preds},
+                                                   exchangeable=exchangeable).to_dict('records')}
     dw = None
     if weight: dw = {r['judge']: r for r in dependence_weight(preds, R_t, R_o, docs=docs, n_boot=n_boot, seed=seed).to_dict('records')}
     return hb, mn, dw
@@ -1369,7 +1390,7 @@ def corrgap_audit(judgments:pd.DataFrame, # judgments of one or more judges (sch
         hb = mn = dw = None
         if baseline:
             hb, mn, dw = _pair_baselines(preds, slots[t], slots[o], ids, docs, W, method, bins, ties, null, n_sim, weight, n_boot,
-                                         seed, seed + 1000*i + k)
+                                         seed, seed + 1000*i + k, not (raters_fixed(ds, t) and raters_fixed(ds, o)))
         for jm, pred in preds.items():
             r = corrgap(pred, hm[t].values, hm[o].values, ids=ids, method=method, control=control, bins=bins,
                         test=test, n_perm=n_perm, seed=seed + 1000*i + k, ties=ties)

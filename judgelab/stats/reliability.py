@@ -13,11 +13,11 @@ from statsmodels.tools.sm_exceptions import ConvergenceWarning
 from ..data import as_dataset
 from ..data.judgments import judgment_scores, as_judgments
 from . import krippendorff_alpha, fdr_adjust, corr
-from .corrgap import rater_slots, canonical_items, bootstrap_weights, simulate_raters
+from .corrgap import rater_slots, raters_fixed, canonical_items, bootstrap_weights, simulate_raters
 
 # %% auto #0
-__all__ = ['ICC_NAMES', 'ICC_COLUMNS', 'icc', 'raters_fixed', 'sentence_slots', 'human_reliability', 'judge_as_rater',
-           'partial_spearman', 'partial_excess', 'partial_audit', 'compare_excess', 'partial_null', 'mixed_excess']
+__all__ = ['ICC_NAMES', 'ICC_COLUMNS', 'icc', 'sentence_slots', 'human_reliability', 'judge_as_rater', 'partial_spearman',
+           'partial_excess', 'partial_audit', 'compare_excess', 'partial_null', 'mixed_excess']
 
 # %% ../../nbs/stats/05b_reliability.ipynb #d9484b62
 ICC_NAMES = {'ICC(1,1)': 'icc1_1', 'ICC(A,1)': 'icc2_1', 'ICC(C,1)': 'icc3_1', 'ICC(1,k)': 'icc1_k', 'ICC(A,k)': 'icc2_k', 'ICC(C,k)': 'icc3_k',
@@ -44,18 +44,6 @@ def icc(ratings, # (units, raters) array or DataFrame; NaN where a rater did not
         name = ICC_NAMES[t]
         if name in out: out[name], out[f'{name}_lo'], out[f'{name}_hi'] = float(v), float(c[0]), float(c[1])
     return out
-
-# %% ../../nbs/stats/05b_reliability.ipynb #43227632
-def raters_fixed(dataset, # a `judgelab.data.Dataset` or a dataset name
-                 dim:str, # dimension
-                )->bool:
-    "Whether every rater slot of `dim` (position among an item's raters, by annotator id) is always the same named annotator."
-    ds = as_dataset(dataset)
-    dim = ds.dim(dim).name
-    h = ds.human[ds.human.dimension == dim].sort_values(['item_id', 'annotator'], kind='stable')
-    slot = h.groupby('item_id', sort=False).cumcount()
-    per_slot = h.assign(slot=slot.values).groupby('slot').annotator.nunique()
-    return bool(len(per_slot) >= 2 and (per_slot == 1).all() and not h.annotator.astype(str).str.startswith('slot').any())
 
 # %% ../../nbs/stats/05b_reliability.ipynb #4d630f4d
 def sentence_slots(dataset, # a dataset with per-sentence worker responses (`extra['sentences']`)

@@ -52,6 +52,7 @@ def test_one_command_audit_finds_the_built_in_dependence(sandbox):
     assert v.loc['coherence', 'excess_lo'] > 0
     pairs = pd.read_csv(run/'tables'/'audit_summeval_my_judge__org_leaky-7b_corrgap_pairs.csv')
     assert pairs.excess_corrected.notna().all() and pairs.reliability_ratio.between(0.2, 5).all() and pairs.n_sim.between(25, 30).all()
+    assert (pairs.loadings == 'per slot').all()                 # SummEval's three experts are fixed raters: a loading each
     assert v.loc['coherence', 'p_corrected_bh'] < 0.05 and (v.drop('coherence').status != 'dependence beyond human raters').all()
     # the executed notebook: nothing on stderr, provenance of every artifact in the run's manifest
     cells = json.loads(nb.read_text())['cells']
