@@ -8,12 +8,13 @@ RUNS := papermill_runs
 # portable CPU build of llama.cpp (AVX2/FMA/F16C), as verified on these machines
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 
-.PHONY: help venv data browser reproduce overview synthetic audit agreement judges paper test test-cluster check-sync nbtest pytest export readme lab site bench bench-all clean-venv dist tools citation
+.PHONY: help venv data browser train test-train reproduce overview synthetic audit agreement judges paper test test-cluster check-sync nbtest pytest export readme lab site bench bench-all clean-venv dist tools citation
 
 help:
 	@echo "make reproduce  - set up .venv, fetch + verify data, run the main job (judgelab sweep configs/embedded.yaml) into outputs/"
 	@echo "make test       - set up .venv, check notebooks are clean and in sync, nbdev_test, pytest"
 	@echo "make test-cluster - the SLURM tests alone: a real single-node cluster on 127.0.0.1 (root or sudo; apt installs slurm-wlm)"
+	@echo "make test-train - DimCheck's editor training on the CPU (installs the [train] extra: torch, transformers, TRL, PEFT)"
 	@echo "make export     - nbdev_clean + nbdev_export + README.md (after editing notebooks)"
 	@echo "make lab        - JupyterLab on 127.0.0.1, opened on nbs/tutorials/start_here.ipynb (LAB_PORT=8888)"
 	@echo "make site       - the compendium as static HTML in _site/ (findings, figures, tables, executed notebooks, library docs; reads offline)"
@@ -71,8 +72,22 @@ check-sync: venv
 nbtest: venv data
 	JUDGELAB_OUTPUTS=$(CURDIR)/outputs/tmp/nbtest JUDGELAB_LLAMA_THREADS=1 $(BIN)/nbdev_test --n_workers 2
 
-pytest: venv data tools browser
+pytest: venv data tools browser train
 	$(BIN)/python -m pytest -q tests
+
+# The [train] extra (settings.ini: train_requirements): torch, transformers, TRL, PEFT for DimCheck's trained small editor
+# (judgelab.methods.editor, nbs/experiments/train_editor.ipynb). About 4 GB of wheels, under a minute from a package
+# mirror; never needed by the CPU main job. `make test` installs it, so tests/train/ runs in CI.
+TRAIN_STAMP := $(VENV)/.judgelab-train-installed
+train: $(TRAIN_STAMP)
+$(TRAIN_STAMP): $(STAMP) settings.ini setup.py
+	$(BIN)/python -m pip install -q -e ".[train]"
+	@touch $@
+
+# DimCheck's editor training alone, on the CPU: a DimCheck run of the embedded model -> examples -> a few LoRA steps on a
+# tiny random Llama -> the adapter as DimCheck's editor (tests/train/; about 2 minutes)
+test-train: train data
+	$(BIN)/python -m pytest -q tests/train
 
 # tests/run/test_site.py opens the built site in headless Chromium: Debian's chromium and chromium-driver, installed when
 # missing (apt; sudo when not root)

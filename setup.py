@@ -60,7 +60,8 @@ setuptools.setup(
     include_package_data = True,
     package_data = {'judgelab': ['site.css']},   # the site's style sheet (judgelab.site.SITE_CSS)
     install_requires = requirements,
-    extras_require={ 'dev': dev_requirements, 'gpu': (cfg.get('gpu_requirements') or '').split() },
+    extras_require={ 'dev': dev_requirements, 'gpu': (cfg.get('gpu_requirements') or '').split(),
+                     'train': (cfg.get('train_requirements') or '').split() },
     dependency_links = cfg.get('dep_links','').split(),
     python_requires  = '>=' + cfg['min_python'],
     long_description = open('README.md', encoding='utf-8').read(),

@@ -7,13 +7,15 @@ from __future__ import annotations
 import inspect
 from . import Backend
 from .backends import LlamaCppBackend, OpenAIBackend, VLLMBackend
+from .hf import TransformersBackend
 from .cache import CachedBackend, GenerationCache
 
 # %% auto #0
 __all__ = ['BACKENDS', 'check_backend', 'get_backend']
 
 # %% ../../nbs/llm/02c_models.ipynb #09e4571b
-BACKENDS = dict(llamacpp=LlamaCppBackend, openai=OpenAIBackend, vllm=VLLMBackend)
+BACKENDS = dict(llamacpp=LlamaCppBackend, openai=OpenAIBackend, vllm=VLLMBackend,
+                transformers=TransformersBackend)     # the [train] extra: a local model folder (+ LoRA adapter), DimCheck's trained editor
 
 def check_backend(name:str|None, # a provider name (None: 'llamacpp')
                   options:dict|None=None, # the provider's options
@@ -33,7 +35,7 @@ def check_backend(name:str|None, # a provider name (None: 'llamacpp')
     return name
 
 # %% ../../nbs/llm/02c_models.ipynb #9f9466f3
-def get_backend(name:str|None=None, # 'llamacpp' (default, embedded), 'openai' or 'vllm'
+def get_backend(name:str|None=None, # 'llamacpp' (default, embedded), 'openai', 'vllm' or 'transformers'
                 cache=True, # True: the default cache; a path; a GenerationCache; False: no cache (tests of the cache itself only)
                 mode:str='readwrite', # cache mode: 'readwrite' or 'replay' (never calls a model; fails listing the misses)
                 **options)->Backend:

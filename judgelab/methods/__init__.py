@@ -44,7 +44,8 @@ def check_options(method:str, # a name in `METHODS`
 
 # %% ../../nbs/methods/10a_methods.ipynb #348391ff
 def _described(v):
-    "An option as the manifest records it: a table by its source and size (judges and models), anything else as it is."
+    "An option as the manifest records it: a table by its source and size (judges and models), a backend (DimCheck's editor) by its identity, anything else as it is."
+    if isinstance(v, Backend): return f"backend {v.name}: {v.identity()}"
     if not isinstance(v, pd.DataFrame): return v
     who = sorted({f'{a}/{b}' for a, b in zip(v.judge, v.model)}) if {'judge', 'model'} <= set(v.columns) else []
     return f"table {v.attrs.get('source') or '(given)'}: {len(v)} rows" + (f" of {', '.join(who)}" if who else '')

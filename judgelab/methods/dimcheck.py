@@ -5,9 +5,12 @@
 # %% ../../nbs/methods/10_dimcheck.ipynb #0c0aaa61
 from __future__ import annotations
 import re, json, warnings
+from pathlib import Path
 import numpy as np, pandas as pd
 from dataclasses import dataclass, field
-from ..llm import Request, Choice
+from ..llm import Request, Choice, Backend
+from ..llm.cache import CachedBackend, request_key
+from ..llm.models import get_backend, check_backend
 from ..llm.prompts import load_prompt, item_variables
 from ..llm.parse import Parsed, parse_score, strip_thinking
 from .judges import analyze_rate_requests, analysis_text, to_table, typed_judgments, judgment_row, EXTRA_COLUMNS, complete_scores, check_score_completion, score_strings
@@ -16,8 +19,8 @@ from .. import data as D
 
 # %% auto #0
 __all__ = ['NO_MARKER', 'CUT_AT_CAP', 'ANALYSES_COLUMNS', 'RESCORE_PREFIX', 'edited_analysis', 'published_analysis',
-           'check_analyses_source', 'check_dimcheck_options', 'dimcheck_file_method', 'published_analyses',
-           'rescore_request', 'dimcheck', 'edit_rate_by_other', 'edit_rate']
+           'check_analyses_source', 'check_dimcheck_options', 'editor_name', 'editor_backend', 'dimcheck_file_method',
+           'published_analyses', 'rescore_request', 'dimcheck', 'edit_rate_by_other', 'edit_rate']
 
 # %% ../../nbs/methods/10_dimcheck.ipynb #13142aaa
 NO_MARKER, CUT_AT_CAP = 'no "Edited analysis:" in the reply', 'no answer inside the generation cap'
@@ -92,6 +95,11 @@ def check_dimcheck_options(options:dict, # DimCheck's options (those given)
     if isinstance(k, bool) or not isinstance(k, int) or k < 0: raise ValueError(f"analyses_sample must be an int >= 0, not {k!r}")
     aj = o.get('analyses_judge')
     if aj is not None and (not isinstance(aj, str) or not aj.strip()): raise ValueError(f"analyses_judge must be 'judge/model', a judge or a model name, not {aj!r}")
+    e = o.get('editor')
+    if isinstance(e, dict):
+        if 'backend' not in e: raise ValueError(f"editor must name its backend and that backend's options, e.g. {{backend: transformers, model: <folder>, adapter: <folder>}}; got {e!r}")
+        check_backend(e['backend'], {k: v for k, v in e.items() if k not in ('backend', 'name')}, complete=True)
+    elif e is not None and not isinstance(e, Backend): raise ValueError(f"editor must be a backend or {{backend: ..., <its options>}}, not {type(e).__name__} {e!r}")
 
 # %% ../../nbs/methods/10_dimcheck.ipynb #6e23235f
 def _source_name(a)->str:
@@ -99,12 +107,30 @@ def _source_name(a)->str:
     if a.attrs.get('source'): return str(a.attrs['source']).split('/')[-1]
     return '+'.join(dict.fromkeys(map(str, a.judge))) if len(a) else 'analyses'
 
+# %% ../../nbs/methods/10_dimcheck.ipynb #3010460a
+def editor_name(editor)->str:
+    "A short name of DimCheck's editor for file names: a spec's `name`, else its adapter's (or model's) folder name; a backend's identity up to '@'."
+    if isinstance(editor, dict):
+        return editor.get('name') or Path(str(editor.get('adapter') or editor.get('model') or editor['backend'])).name
+    return editor.identity().split('@')[0].split('/')[-1]
+
+# %% ../../nbs/methods/10_dimcheck.ipynb #c97bf7ca
+def editor_backend(editor, # a Backend, or {backend: name, **its options} (a sweep file's form), or None
+                   backend, # the judge's backend: the default editor, and the cache a named editor shares
+                  )->Backend:
+    "DimCheck's editor: the judge itself, a given backend, or one named with its options (built through the same generation cache as the judge)."
+    if editor is None: return backend
+    if isinstance(editor, Backend): return editor
+    check_dimcheck_options(dict(editor=editor))
+    opts = {k: v for k, v in editor.items() if k not in ('backend', 'name')}
+    return get_backend(editor['backend'], cache=backend.cache if isinstance(backend, CachedBackend) else True, **opts)
+
 # %% ../../nbs/methods/10_dimcheck.ipynb #80b73a1b
 def dimcheck_file_method(options:dict|None=None)->str:
     "The name DimCheck's judgments are filed under for these options: 'dimcheck' + the ablation + the source of published analyses (and its sample)."
     o = options or {}
     name = ('dimcheck' + ('_random' if o.get('order') == 'random' else '') + ('_onestep' if o.get('one_step') else '')
-            + ('' if o.get('thinking', True) else '_nothink'))
+            + ('' if o.get('thinking', True) else '_nothink') + (f"_editor_{slug(editor_name(o['editor']))}" if o.get('editor') is not None else ''))
     if o.get('analyses') is not None:
         name += ('_' + slug(_source_name(o['analyses'])) + (f"_{slug(o['analyses_judge'])}" if o.get('analyses_judge') else '')
                  + (f"_s{o['analyses_sample']}" if o.get('analyses_sample') else ''))
@@ -245,7 +271,7 @@ def _dimcheck_edit(ds, states, editor, et, thinking, max_tokens, max_restarts, s
             outs = editor.generate(reqs, progress=progress)
             calls['edit_rounds'] += 1
             retry = []
-            for s, c in zip(todo, outs):
+            for s, q, c in zip(todo, reqs, outs):
                 ch = c.choices[0]
                 s.edit_prompt_tokens += ch.prompt_tokens
                 s.edit_completion_tokens += ch.completion_tokens
@@ -258,7 +284,8 @@ def _dimcheck_edit(ds, states, editor, et, thinking, max_tokens, max_restarts, s
                     s.failures += 1
                     new = s.analysis
                 s.steps.append(dict(other=s.plan[step], changed=_norm(new) != _norm(s.analysis), analysis=new, failure=why,
-                                    prompt_tokens=ch.prompt_tokens, completion_tokens=ch.completion_tokens, attempts=attempt + 1))
+                                    prompt_tokens=ch.prompt_tokens, completion_tokens=ch.completion_tokens, attempts=attempt + 1,
+                                    key=request_key(c.model, q), editor=c.model, seconds=round(ch.seconds, 3)))   # the request in the cache, for `methods.editor`
                 s.analysis = new
             todo = retry
             attempt += 1
@@ -313,7 +340,7 @@ def _dimcheck_row(k, r, d, o, s, backend, method, completed, rescored, analyses_
     return row
 
 # %% ../../nbs/methods/10_dimcheck.ipynb #0a214345
-def dimcheck(ds, its, dims, backend, editor=None, # editor backend (default: the judge's backend)
+def dimcheck(ds, its, dims, backend, editor=None, # the editor: a backend, or {backend: name, **options} (a trained small editor); default: the judge
              order:str='paper', # 'paper' (dataset paper order) or 'random' (seeded per item)
              one_step:bool=False, # remove all non-targets in one edit
              thinking:bool=True, # the editor reasons before answering; False also switches the model's own thinking off (enable_thinking)
@@ -330,7 +357,7 @@ def dimcheck(ds, its, dims, backend, editor=None, # editor backend (default: the
     "DimCheck judgments (with every intermediate analysis recorded), on generated Analyze-Rate analyses or on existing ones."
     ds = D.as_dataset(ds)
     check_dimcheck_options(dict(order=order, analyses=analyses, analyses_sample=analyses_sample, analyses_judge=analyses_judge), ds.name)
-    editor = editor or backend
+    editor_arg, editor = editor, editor_backend(editor, backend)
     et = load_prompt(edit_template)
     calls = dict(base=0, edit_rounds=0, rescore=0)
     base_reqs = analyze_rate_requests(ds, its, dims, template, 0.0, 1, base_max_tokens, seed)
@@ -350,7 +377,7 @@ def dimcheck(ds, its, dims, backend, editor=None, # editor backend (default: the
         else: rows.append(_dimcheck_row(k, r, d, o, states[k], backend, method, completed, rescored, analyses_sample))
     j = typed_judgments(rows)
     j.attrs.update(calls=calls, skipped=sum(skipped.values()), skipped_reasons=skipped,
-                   file_method=dimcheck_file_method(dict(order=order, one_step=one_step, thinking=thinking, analyses=analyses, analyses_sample=analyses_sample,
+                   file_method=dimcheck_file_method(dict(order=order, one_step=one_step, thinking=thinking, analyses=analyses, analyses_sample=analyses_sample, editor=editor_arg,
                                                          analyses_judge=analyses_judge)))
     if skipped: warnings.warn(f"DimCheck: {sum(skipped.values())} of {len(rows)} (item, dimension) pairs skipped, no usable analysis in {src} "
                               f"({'; '.join(f'{v}: {r}' for r, v in skipped.items())}); their rows have scoring 'skipped'")

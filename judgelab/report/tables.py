@@ -4,7 +4,7 @@
 
 # %% ../../nbs/report/11b_tables.ipynb #b9cc80f0
 from __future__ import annotations
-import re, warnings
+import json, re, warnings
 import numpy as np, pandas as pd
 import matplotlib.pyplot as plt
 from .. import data as D
@@ -30,18 +30,18 @@ __all__ = ['API_MODELS', 'LIKERT_AGREEMENT_COLUMNS', 'ACCEPTABLE_ALPHA', 'HUMAN_
            'f2', 'icc_text', 'partial_text', 'partial_vs_corrgap', 'partial_vs_corrgap_text', 'mixed_models',
            'mixed_text', 'reliability_figure', 'corrgap_pairs', 'corrgap_per_target', 'corrgap_summary',
            'corrgap_box_figure', 'corrgap_groups_figure', 'corrgap_findings', 'corrgap_quality',
-           'dimcheck_vs_baselines', 'method_costs', 'finding_dependence', 'corrgap_claims', 'finding_second_measure',
-           'finding_raw_corrgap', 'finding_quality', 'finding_alttest', 'length_text', 'length_figure',
-           'finding_length', 'tied_share', 'published_regressors', 'human_label_claims', 'human_label_text',
-           'human_label_figure', 'finding_human_labels', 'finding_embedded', 'synthetic_pairs', 'synthetic_shape',
-           'synthetic_false_positives', 'synthetic_figure', 'check_noise_params', 'noise_settings',
+           'dimcheck_vs_baselines', 'editor_comparison', 'editor_comparison_text', 'method_costs', 'finding_dependence',
+           'corrgap_claims', 'finding_second_measure', 'finding_raw_corrgap', 'finding_quality', 'finding_alttest',
+           'length_text', 'length_figure', 'finding_length', 'tied_share', 'published_regressors', 'human_label_claims',
+           'human_label_text', 'human_label_figure', 'finding_human_labels', 'finding_embedded', 'synthetic_pairs',
+           'synthetic_shape', 'synthetic_false_positives', 'synthetic_figure', 'check_noise_params', 'noise_settings',
            'noise_false_positive_runs', 'wilson_ci', 'noise_false_positives', 'share_ci', 'noise_summary',
            'noise_curve', 'noise_figure', 'noise_curve_text', 'noise_other_text', 'held_out_half', 'evaluate_split',
            'decomposition_per_dimension', 'decomposition_table1', 'rounding_figure', 'check_calibration_params',
-           'calibration_runs', 'calibration_cells', 'calibration_summary', 'calibration_figure', 'calibration_text',
-           'audit_judgments', 'over_judges_text', 'audit_excess_figure', 'audit_heatmaps_figure', 'crowd_baseline',
-           'crowd_baseline_text', 'second_views', 'audit_headline', 'audit_headline_text', 'judge_alt_tests',
-           'checklist_answers', 'checklist_agreement', 'checklist_text']
+           'calibration_runs', 'calibration_cells', 'calibration_power', 'calibration_summary', 'calibration_figure',
+           'calibration_text', 'audit_judgments', 'over_judges_text', 'audit_excess_figure', 'audit_heatmaps_figure',
+           'crowd_baseline', 'crowd_baseline_text', 'second_views', 'audit_headline', 'audit_headline_text',
+           'judge_alt_tests', 'checklist_answers', 'checklist_agreement', 'checklist_text']
 
 # %% ../../nbs/report/11b_tables.ipynb #c5fbe882
 def _sentence_alpha(n, s):
@@ -954,6 +954,61 @@ def dimcheck_vs_baselines(datasets:list, data:dict, J:dict, # dataset -> the run
     comp['overall_score'] = comp.spearman - comp.corrgap
     comp['is_dimcheck'] = comp.judge.str.startswith('dimcheck')
     return comp[['dataset', 'source', 'judge', 'model', 'is_dimcheck', 'spearman', 'corrgap', 'excess', 'overall_score']]
+
+# %% ../../nbs/report/11b_tables.ipynb #05ae1979
+def _editor_variant(judge:str)->str|None:
+    "The DimCheck editor variant a judgments file holds (by its name), or None for other judges and ablations."
+    if judge.startswith('dimcheck_editor_') or judge.startswith('dimcheck_nothink_editor_'): return 'trained small editor'
+    return {'dimcheck': 'large editor', 'dimcheck_onestep': 'one step', 'dimcheck_nothink': 'no thinking'}.get(judge)
+
+def _editor_minutes(j:pd.DataFrame)->float:
+    "The editor's generation time in minutes, from the seconds each edit step records (NaN for runs that predate them)."
+    steps = [s for x in j.steps.dropna() for s in json.loads(x)]
+    return sum(s['seconds'] for s in steps)/60 if steps and all('seconds' in s for s in steps) else np.nan
+
+def editor_comparison(datasets:list, J:dict, # dataset -> the runs' judgments (`collect_judgments`)
+                      comp:pd.DataFrame, # `dimcheck_vs_baselines`: Spearman, CorrGap and excess per judge
+                     )->pd.DataFrame: # one row per dataset, judge model and editor variant
+    """DimCheck's editors side by side for each judge model (Li & Chaturvedi 2026, section 6): the large editor (the judge
+    itself), a trained small editor, and the one-step and no-thinking ablations. Per variant: the share of analyses it
+    changed, its agreement with the large editor on which analyses to change (same items and targets), Spearman with
+    humans, CorrGap and excess, and the editor's generation time and tokens."""
+    rows = []
+    for d in datasets:
+        j = J[d][J[d].judge.map(_editor_variant).notna()] if len(J[d]) else J[d]
+        for model, g in j.groupby('model'):
+            big = g[g.judge == 'dimcheck'].set_index(['item_id', 'dimension']).changed
+            for judge, h in g.groupby('judge'):
+                k = h.set_index(['item_id', 'dimension']).changed
+                common = k.index.intersection(big.index)
+                c = comp[(comp.dataset == d) & (comp.judge == judge) & (comp.model == model) & (comp.source == 'run')]
+                first = lambda col: float(c[col].iloc[0]) if len(c) else np.nan
+                rows.append(dict(dataset=d, model=model, variant=_editor_variant(judge), judge=judge, pairs=len(h), edit_rate=float(h.changed.mean()),
+                                 agreement_with_large=float((k[common] == big[common]).mean()) if judge != 'dimcheck' and len(common) else np.nan,
+                                 spearman=first('spearman'), corrgap=first('corrgap'), excess=first('excess'),
+                                 editor_minutes=_editor_minutes(h), editor_tokens=int(h.edit_completion_tokens.sum())))
+    return pd.DataFrame(rows, columns=['dataset', 'model', 'variant', 'judge', 'pairs', 'edit_rate', 'agreement_with_large', 'spearman', 'corrgap',
+                                       'excess', 'editor_minutes', 'editor_tokens'])
+
+# %% ../../nbs/report/11b_tables.ipynb #43466c83
+def editor_comparison_text(t:pd.DataFrame, # `editor_comparison`
+                          )->str:
+    "The editor comparison in words: what a trained small editor changes against the large one, or that no run here has one (a GPU's work)."
+    small = t[t.variant == 'trained small editor']
+    if not len(small):
+        have = ', '.join(sorted(set(t.variant))) or 'no DimCheck variant'
+        return ("No run read here has DimCheck with a trained small editor, so the paper's comparison (trained small editor against the large "
+                f"editor, one-step and no-thinking) cannot be made here; these runs hold {have}. It needs a GPU: configs/paper.yaml trains "
+                "Llama-3.1-8B-Instruct on the 70B editor's recorded edits (train_editor) and runs DimCheck with it (judge_small_editor).")
+    out = []
+    for r in small.itertuples():
+        big = t[(t.dataset == r.dataset) & (t.model == r.model) & (t.variant == 'large editor')]
+        b = big.iloc[0] if len(big) else None
+        out.append(f"- **{r.dataset}** ({r.model}): the trained editor changed {r.edit_rate:.0%} of the analyses"
+                   + (f" (the large editor {b.edit_rate:.0%}), agreeing with the large editor on which to change in {r.agreement_with_large:.0%}; "
+                      f"Spearman {r.spearman:.3f} vs {b.spearman:.3f}, CorrGap {r.corrgap:.3f} vs {b.corrgap:.3f}; editing {r.editor_minutes:.1f} vs "
+                      f"{b.editor_minutes:.1f} minutes of generation" if b is not None else '; no large-editor run of this judge to compare') + '.')
+    return '\n'.join(out)
 
 # %% ../../nbs/report/11b_tables.ipynb #32a30f75
 def method_costs(datasets:list, runs:list|None, rep)->tuple: # (DimCheck edit rates per ablation, cost per method and model)
@@ -1982,6 +2037,26 @@ def calibration_cells(runs:pd.DataFrame, alpha_level:float=0.05)->pd.DataFrame:
     return (runs.groupby(['alpha', 'variant', 'judge_noise', 'w'], sort=False)[runs.columns.drop(['alpha', 'variant', 'judge_noise', 'w'])]
             .apply(summ).reset_index().astype({'n_data': int}))
 
+# %% ../../nbs/report/11b_tables.ipynb #b1cd5242
+def calibration_power(runs:pd.DataFrame, # `calibration_runs`
+                      w_power:float, alpha_level:float=0.05)->pd.DataFrame: # one row per (rater alpha, variant, judge noise)
+    """Power of the corrected against the plain excess test on the same simulated datasets: the paired difference of
+    their rejections at w = w_power with a 95% CI (normal, over datasets), and each test's power at equal size: its
+    threshold moved to the `alpha_level` quantile of its own p-values at w = 0 in the cell, so that both reject the same
+    share of honest judges (a test whose excess is biased upwards buys power with false positives; sized, it cannot)."""
+    key = ['alpha', 'variant', 'judge_noise']
+    def one(g):
+        h0, h1 = g[g.w == 0].set_index('sim'), g[g.w == w_power].set_index('sim')
+        d = (h1.p_corrected < alpha_level).astype(float) - (h1.p_excess < alpha_level).astype(float)
+        se = d.std(ddof=1)/np.sqrt(len(d)) if len(d) > 1 else np.nan
+        sized = {t: float((h1[c] <= np.nanquantile(h0[c], alpha_level)).mean()) for t, c in (('plain', 'p_excess'), ('corrected', 'p_corrected'))}
+        return pd.Series(dict(n_data=len(d), fp_plain=float((h0.p_excess < alpha_level).mean()), power_plain=float((h1.p_excess < alpha_level).mean()),
+                              power_corrected=float((h1.p_corrected < alpha_level).mean()), power_diff=float(d.mean()), power_diff_lo=float(d.mean() - 1.96*se),
+                              power_diff_hi=float(d.mean() + 1.96*se), sized_plain=sized['plain'], sized_corrected=sized['corrected']))
+    out = runs.groupby(key, sort=False)[runs.columns.drop(key)].apply(one).reset_index().astype({'n_data': int})
+    out.attrs['alpha_level'] = alpha_level
+    return out
+
 # %% ../../nbs/report/11b_tables.ipynb #66b7224f
 def calibration_summary(cells:pd.DataFrame, w_power:float)->tuple: # (the summary, the w = 0 cells, the w = w_power cells)
     "False positives (w = 0) and power (w = w_power) of each test side by side, one row per cell."
@@ -2035,28 +2110,41 @@ def calibration_figure(cells:pd.DataFrame, p:dict, # the template's PARAMS
         'Bars: Wilson 95% intervals.')
 
 # %% ../../nbs/report/11b_tables.ipynb #4fcddfe7
-def calibration_text(fp0:pd.DataFrame, pw:pd.DataFrame, w_power:float, max_fp:float)->str:
+def _cellname(r)->str: return f"alpha {r.alpha:g}, {r.variant}, judge noise {r.judge_noise:g}x"
+
+def _power_line(power:pd.DataFrame, fp0:pd.DataFrame, w_power:float, max_fp:float)->str:
+    "The power bullet: the corrected against the plain test where the plain one is calibrated, paired and at equal size."
+    pc = power.merge(fp0[['alpha', 'variant', 'judge_noise', 'reject_plain']], on=['alpha', 'variant', 'judge_noise'])
+    pc = pc[pc.reject_plain <= max_fp]
+    below, lower = pc[pc.power_diff_hi < 0], pc[pc.power_diff < 0]
+    sized_ok = pc[pc.sized_corrected >= pc.sized_plain]
+    return (f"- **Power at w = {w_power:g}**: the corrected test rejects {power.power_corrected.min():.2f}-{power.power_corrected.max():.2f} of the datasets, "
+            f"the plain test {power.power_plain.min():.2f}-{power.power_plain.max():.2f}. In the {len(pc)} cells where the plain test is calibrated, the "
+            f"corrected test's power is below it beyond chance (paired over the same datasets, 95% CI of the difference below 0) in {len(below)}"
+            + (': ' + '; '.join(f"{_cellname(r)} {r.power_corrected:.2f} vs {r.power_plain:.2f} ({r.power_diff:+.2f} [{r.power_diff_lo:+.2f}, "
+                                f"{r.power_diff_hi:+.2f}]; the plain test's false positives there {r.fp_plain:.2f}; at equal size {r.sized_corrected:.2f} vs "
+                                f"{r.sized_plain:.2f})" for _, r in below.iterrows()) if len(below) else '')
+            + f"; its point estimate is lower in {len(lower)}" + (f" (by {-lower.power_diff.max():.2f} to {-lower.power_diff.min():.2f})" if len(lower) else '')
+            + f". At equal size (each test's threshold set to reject {power.attrs.get('alpha_level', 0.05):.0%} of the cell's honest judges) the corrected test has at least the plain "
+            f"test's power in {len(sized_ok)} of {len(pc)} of these cells"
+            + (f", and within {(pc.sized_plain - pc.sized_corrected).max():.2f} in the others." if len(sized_ok) < len(pc) else '.'))
+
+def calibration_text(fp0:pd.DataFrame, pw:pd.DataFrame, w_power:float, max_fp:float,
+                     power:pd.DataFrame, # `calibration_power`: the paired and the equal-size comparison of power
+                    )->str:
     "What the calibration shows, in Markdown bullets: false positives of each test, the bias the null removes, power, the weight's estimates."
-    def cellname(r): return f"alpha {r.alpha:g}, {r.variant}, judge noise {r.judge_noise:g}x"
-    def fmt(r, t): return share_ci(r, t, prefix='reject')
+    fmt = lambda r, t: share_ci(r, t, prefix='reject')
     worst = {t: fp0.loc[fp0[f'reject_{t}'].idxmax()] for t in ('plain', 'corrected', 'weight')}
     ok = {t: int((fp0[f'reject_{t}'] <= max_fp).sum()) for t in ('plain', 'corrected', 'weight')}
-    calib = fp0.reject_plain <= max_fp                     # cells where the plain test is calibrated: power can be compared there
-    lower = pw[calib & (pw.reject_corrected < pw.reject_plain)]
     return '\n'.join([
         f"- **False positives of the corrected test**: at most {max_fp:g} in {ok['corrected']} of {len(fp0)} cells; the worst is "
-        f"{fmt(worst['corrected'], 'corrected')} ({cellname(worst['corrected'])}). The plain excess test: {ok['plain']} of {len(fp0)} cells, worst "
-        f"{fmt(worst['plain'], 'plain')} ({cellname(worst['plain'])}, mean excess {worst['plain'].excess:+.3f} at reliability ratio "
+        f"{fmt(worst['corrected'], 'corrected')} ({_cellname(worst['corrected'])}). The plain excess test: {ok['plain']} of {len(fp0)} cells, worst "
+        f"{fmt(worst['plain'], 'plain')} ({_cellname(worst['plain'])}, mean excess {worst['plain'].excess:+.3f} at reliability ratio "
         f"{worst['plain'].reliability_ratio:.2f}). The dependence weight: {ok['weight']} of {len(fp0)} cells, worst {fmt(worst['weight'], 'weight')} "
-        f"({cellname(worst['weight'])}).",
+        f"({_cellname(worst['weight'])}).",
         f"- **The bias the null removes**: at no dependence the plain excess ranges from {fp0.excess.min():+.3f} to {fp0.excess.max():+.3f} over the cells "
         f"(it grows with the reliability ratio at low agreement), the corrected excess from {fp0.excess_corrected.min():+.3f} to {fp0.excess_corrected.max():+.3f}.",
-        f"- **Power at w = {w_power:g}**: the corrected test rejects {pw.reject_corrected.min():.2f}-{pw.reject_corrected.max():.2f} of the datasets, the plain "
-        f"test {pw.reject_plain.min():.2f}-{pw.reject_plain.max():.2f}. In the {int(calib.sum())} cells where the plain test is calibrated, the corrected "
-        + (f"test has less power in {len(lower)}: " + '; '.join(f"{cellname(r)} {r.reject_corrected:.2f} vs {r.reject_plain:.2f}" for _, r in lower.iterrows())
-           + ". That is the price of fitting the judge's reliability instead of assuming it equals a rater's: the null's spread holds the fit's "
-             "uncertainty, which is largest where the raters agree least."
-           if len(lower) else "test has at least the plain test's power in every one."),
+        _power_line(power, fp0, w_power, max_fp),
         f"- **The dependence weight** estimates w = {w_power:g} as {pw.w_hat.min():.3f}-{pw.w_hat.max():.3f} (mean over datasets, per cell) and w = 0 as "
         f"{fp0.w_hat.min():+.3f} to {fp0.w_hat.max():+.3f}; it is least stable at the lowest agreement, where the cross-rater covariances it divides by are small."])
 

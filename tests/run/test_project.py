@@ -61,9 +61,9 @@ LIB = ROOT/'judgelab'
 # 'datasets.*': every module of judgelab/datasets/ (one per dataset: its loader, published readers and replays), above
 # the data and judgments layers whose hooks they register, below everything that uses a loaded dataset.
 # A package is named by its folder ('stats' is judgelab/stats/__init__.py); the folders are bands of layers (checked below).
-LAYERS = [['core'], ['llm'], ['llm.prompts', 'llm.parse'], ['llm.backends', 'llm.cache'], ['llm.models'], ['data'], ['data.judgments'],
+LAYERS = [['core'], ['llm'], ['llm.prompts', 'llm.parse'], ['llm.backends', 'llm.cache'], ['llm.hf'], ['llm.models'], ['data'], ['data.judgments'],
           ['datasets', 'datasets.*'], ['stats'], ['stats.corrgap'], ['stats.audits', 'stats.reliability'], ['methods.judges'],
-          ['methods.checklist', 'methods.decompose', 'methods.dimcheck'], ['methods'], ['report'], ['report.tables', 'report.judge_run'],
+          ['methods.checklist', 'methods.decompose', 'methods.dimcheck', 'methods.editor'], ['methods'], ['report'], ['report.tables', 'report.judge_run'],
           ['run', 'run.config'], ['run.deps'], ['run.sweep'], ['run.commands'], ['cli'], ['site']]
 
 def _lib_modules()->list:
