@@ -62,15 +62,15 @@ class TransformersBackend(Backend):
         self.model, self.adapter = str(_local(model)), adapter and str(_local(adapter))
         if not Path(self.model).is_dir(): raise BackendError(f"no model folder at {self.model} (weights are never downloaded at run time: put them there)")
         if self.adapter and not (Path(self.adapter)/'adapter_config.json').is_file(): raise BackendError(f"no adapter (adapter_config.json) in {self.adapter}")
+        for pkg in ('torch', 'transformers') + (('peft',) if adapter else ()):
+            if importlib.util.find_spec(pkg) is None: raise BackendError(f"the transformers backend needs {pkg}: pip install -e '.[train]' (make train)")
         self.model_id, self.device, self.dtype = model_id, device, dtype
         self._m = self._tok = None
     @staticmethod
     def validate(model=None, adapter=None, **_):
-        "Option values checked before anything is built (a sweep checks its file with it, before the runs that make the folders)."
+        "The options' form, checked before anything is built (a sweep checks its file with it: the folders may be made by earlier runs, and the packages are needed only when the run starts)."
         for k, v in (('model', model), ('adapter', adapter)):
             if v is not None and (not isinstance(v, str) or not v.strip()): raise ValueError(f"{k} must be a folder path, not {v!r}")
-        for pkg in ('torch', 'transformers') + (('peft',) if adapter else ()):
-            if importlib.util.find_spec(pkg) is None: raise BackendError(f"the transformers backend needs {pkg}: pip install -e '.[train]' (make train)")
     def identity(self)->str:
         if self.model_id: return self.model_id
         base = f"{Path(self.model).name}@hf-sha256:{dir_identity(self.model)[:16]}"

@@ -996,9 +996,9 @@ def editor_comparison_text(t:pd.DataFrame, # `editor_comparison`
     "The editor comparison in words: what a trained small editor changes against the large one, or that no run here has one (a GPU's work)."
     small = t[t.variant == 'trained small editor']
     if not len(small):
-        have = ', '.join(sorted(set(t.variant))) or 'no DimCheck variant'
+        have = ', '.join(f"'{v}'" for v in sorted(set(t.variant))) or 'none'
         return ("No run read here has DimCheck with a trained small editor, so the paper's comparison (trained small editor against the large "
-                f"editor, one-step and no-thinking) cannot be made here; these runs hold {have}. It needs a GPU: configs/paper.yaml trains "
+                f"editor, one-step and no-thinking) cannot be made here; the DimCheck variants these runs hold: {have}. It needs a GPU: configs/paper.yaml trains "
                 "Llama-3.1-8B-Instruct on the 70B editor's recorded edits (train_editor) and runs DimCheck with it (judge_small_editor).")
     out = []
     for r in small.itertuples():
