@@ -148,7 +148,7 @@ def train_editor(data:dict, # `write_editor_data`'s paths (train, validation)
     import torch
     from datasets import Dataset
     from peft import LoraConfig
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer, PrinterCallback
     from trl import SFTConfig, SFTTrainer
     train, val = Dataset.from_list(_jsonl(data['train'])), Dataset.from_list(_jsonl(data['validation']))
     if isinstance(base_model, (str, Path)): tokenizer = tokenizer or AutoTokenizer.from_pretrained(str(base_model), local_files_only=True)
@@ -161,6 +161,7 @@ def train_editor(data:dict, # `write_editor_data`'s paths (train, validation)
     lora = LoraConfig(r=q['lora_r'], lora_alpha=q['lora_alpha'], lora_dropout=q['lora_dropout'], target_modules='all-linear', task_type='CAUSAL_LM')
     tr = SFTTrainer(model=str(base_model) if isinstance(base_model, Path) else base_model, args=cfg, train_dataset=train, eval_dataset=val,
                     processing_class=tokenizer, peft_config=lora)
+    tr.remove_callback(PrinterCallback)          # no dict printed per step: the losses are in the returned log (`loss_table`)
     tr.train()
     final = tr.evaluate()
     adapter = Path(out_dir)/'adapter'

@@ -3,7 +3,9 @@ with the embedded model -> supervised examples (requests and replies from the ge
 the training template: a few LoRA steps on a tiny randomly initialised Llama built here (the embedded model's own
 tokenizer, read from its GGUF file: no download) -> the adapter saved with its model card, reloaded, merged -> the
 trained model as DimCheck's editor through the transformers backend, its replies parsed and rescored. The test asserts
-the path, not the quality: a tiny random model is no editor."""
+the path, not the quality: a tiny random model is no editor. In 10 LoRA steps it learns no "Edited analysis:", so its edits
+end as DimCheck's own recorded failures (restarted, then the analysis kept); the rescoring of a parsed edit is the same
+code as for any editor (tests/methods/test_dimcheck.py)."""
 
 import json, os, subprocess, sys
 from pathlib import Path
@@ -18,6 +20,7 @@ from judgelab.llm.backends import embedded_model_path
 from judgelab.llm.cache import GenerationCache
 from judgelab.llm.models import get_backend
 from judgelab.methods.editor import edit_steps, editor_examples, split_by_document, example_counts
+from judgelab.methods.dimcheck import NO_MARKER, CUT_AT_CAP
 
 DIMCHECK = dict(thinking=False, others=['groundedness', 'engagingness'], max_tokens=96, base_max_tokens=48, max_restarts=2)
 
@@ -87,6 +90,7 @@ def test_training_template_then_the_trained_editor_in_dimcheck(recorded, outputs
     assert any(a.endswith('train.jsonl') for r in rows for a in r['artifacts'])
     nbj = json.loads(nb.read_text())
     assert not [o for c in nbj['cells'] for o in c.get('outputs', []) if o.get('name') == 'stderr']
+    assert 'train_runtime' not in json.dumps(nbj)                     # no trainer log dict printed per step: the losses are a table
     # the trained adapter as DimCheck's editor (named in the options, as a sweep file names it); the judge stays the embedded model
     judge = get_backend('llamacpp', cache=GenerationCache(outputs/'cache'/'generations.sqlite'))
     editor = dict(backend='transformers', model=str(tiny), adapter=str(run/'adapter'))
@@ -94,7 +98,10 @@ def test_training_template_then_the_trained_editor_in_dimcheck(recorded, outputs
     st = edit_steps(j, 'topical_chat')
     assert len(st) == 16 and st.editor.str.contains('+lora:adapter@sha256:', regex=False).all()
     assert set(j.scoring) <= {'rescored', 'kept'} and (j.changed == (j.scoring == 'rescored')).all()
-    assert (j.edit_failures + j.n_steps.where(j.changed, 0) >= 0).all()
+    assert st.failure.dropna().isin([NO_MARKER, CUT_AT_CAP]).all() and (st.failure.isna() | ~st.changed).all()   # every reply went through DimCheck's parser
+    assert (j.edit_failures == st.groupby('item_id').failure.count().reindex(j.item_id).values).all()
+    cache = GenerationCache(outputs/'cache'/'generations.sqlite')
+    assert all(k in cache.requests([k]) for k in st.key)               # the trained editor's requests and replies are in the cache
     assert j.attrs['file_method'].startswith('dimcheck_nothink_editor')
     # the merged weights load as a plain model folder: the same greedy replies as base + adapter
     from judgelab.llm import Request
