@@ -22,10 +22,10 @@ from pygments.formatters import HtmlFormatter
 from fastcore.docments import docments
 from PIL import Image
 from . import core, llm, data, stats
-from .llm import prompts, parse, backends, cache, models
+from .llm import prompts, parse, backends, cache, hf, models
 from .data import judgments
 from .stats import corrgap, audits, reliability
-from .methods import judges, checklist, decompose, dimcheck
+from .methods import judges, checklist, decompose, dimcheck, editor
 from . import methods, report, cli
 from .report import tables, judge_run
 from .run import config as sweep_config, deps as sweep_deps, sweep, commands
@@ -579,8 +579,8 @@ def _lib_notebooks(nbs_dir:Path)->list:
         out.append((p, mod, title or p.stem, summ))
     return out
 
-MODULES = {m.__name__.removeprefix('judgelab.'): m for m in (core, llm, prompts, parse, backends, cache, models, data, judgments, stats, corrgap, audits,
-                                                  reliability, judges, checklist, decompose, dimcheck, methods, report, tables, judge_run, sweep_config, sweep_deps, sweep,
+MODULES = {m.__name__.removeprefix('judgelab.'): m for m in (core, llm, prompts, parse, backends, cache, hf, models, data, judgments, stats, corrgap, audits,
+                                                  reliability, judges, checklist, decompose, dimcheck, editor, methods, report, tables, judge_run, sweep_config, sweep_deps, sweep,
                                                   commands, cli)}
 
 # %% ../nbs/14_site.ipynb #3b674ea9
