@@ -9,7 +9,7 @@ from ..llm.parse import in_range, range_failure
 from ..data.judgments import reader, judgment_rows
 
 # %% auto #0
-__all__ = ['AUTHORS_NOTEBOOK', 'RULES', 'load_raw', 'read_chhun2024', 'notebook_means', 'invalid_ratings']
+__all__ = ['AUTHORS_NOTEBOOK', 'RULES', 'load_raw', 'read_chhun2024', 'notebook_means', 'invalid_ratings', 'replay_row']
 
 # %% ../../nbs/datasets/hanna.ipynb #87bf367c
 _HANNA_DIMS = dict(relevance='RE', coherence='CH', empathy='EM', surprise='SU', engagement='EG', complexity='CX')
@@ -176,3 +176,19 @@ def _invalid_text(t:pd.DataFrame, counts:dict)->str:
             f"{int(mi.loc['dropped'].match_2dp)} ({mi.loc['dropped'].mae:.3f}). So the two differ by the invalid answers: the notebook cleans them try "
             "by try, the file keeps them in its 3-try means, which cannot be cleaned the same way without the answers. The compendium reads the "
             "score file, the one per-story artefact released and the one the authors' own correlations read, with invalid values as failures.")
+
+# %% ../../nbs/datasets/hanna.ipynb #9c753b13
+def replay_row(probe:pd.DataFrame, # the `invalid_ratings` table an audit wrote
+               coverage:pd.DataFrame, # the audit's coverage table: scores and failures per judge
+              )->dict: # a row of `judgelab.report.tables.replay_table`
+    "HANNA's score file as a row of the replay table: what it holds, the authors' reading of invalid answers and judgelab's, what reproduces."
+    p = probe.set_index(['model', 'rule'])
+    mi, be = p.loc[('Mistral-7B', 'stored')], p.loc[('Beluga-13B', 'stored')]
+    n, f = int(coverage.scores.sum() + coverage.failures.sum()), int(coverage.failures.sum())
+    return dict(dataset='hanna', source='chhun2024', holds='a 3-try mean per story and prompt (the answers are not released)',
+                judges=len(coverage), values_read=n, failures=f, failure_rate=f/n,
+                authors_reading="their notebook: a try that is not a rating in 1-5 set to 3, then the 3 tries averaged",
+                differ_from_authors=f"Mistral-7B, prompt 1: {int(mi.means - mi.match_2dp)} of {int(mi.means)} system means (mean difference {mi.mae:.3f})",
+                max_abs_delta_corr=np.nan,
+                reproduced=f"Beluga-13B (no invalid value in prompt 1): {int(be.match_2dp)} of {int(be.means)} of the notebook's system means, to 2 decimals",
+                compendium_reads="the score file, a value outside 1-5 a failure: the per-story artefact the authors' correlations read")

@@ -18,9 +18,10 @@ from ..data.judgments import JUDGMENT_COLUMNS, list_judgments, load_judgments, s
 from .. import data as D
 
 # %% auto #0
-__all__ = ['NO_MARKER', 'CUT_AT_CAP', 'ANALYSES_COLUMNS', 'RESCORE_PREFIX', 'edited_analysis', 'published_analysis',
-           'check_analyses_source', 'check_dimcheck_options', 'editor_name', 'editor_backend', 'dimcheck_file_method',
-           'published_analyses', 'rescore_request', 'dimcheck', 'edit_rate_by_other', 'edit_rate']
+__all__ = ['NO_MARKER', 'CUT_AT_CAP', 'ANALYSES_COLUMNS', 'EDITOR_TAG', 'RESCORE_PREFIX', 'edited_analysis', 'published_analysis',
+           'check_analyses_source', 'editor_options', 'check_dimcheck_options', 'editor_name', 'editor_backend',
+           'dimcheck_file_method', 'published_analyses', 'rescore_request', 'dimcheck', 'edit_rate_by_other',
+           'edit_rate']
 
 # %% ../../nbs/methods/10_dimcheck.ipynb #13142aaa
 NO_MARKER, CUT_AT_CAP = 'no "Edited analysis:" in the reply', 'no answer inside the generation cap'
@@ -79,6 +80,11 @@ def check_analyses_source(dataset:str, # a dataset name
     if not srcs.rationales[name]: raise ValueError(f"analyses: the published judgments {name!r} of {dataset} have no rationales to edit; {have}")
     return name
 
+# %% ../../nbs/methods/10_dimcheck.ipynb #b95810b6
+def editor_options(spec:dict)->dict:
+    "The backend options of an editor named in a sweep file's form, {backend: ..., name: ..., **options}: all but `backend` and `name`."
+    return {k: v for k, v in spec.items() if k not in ('backend', 'name')}
+
 # %% ../../nbs/methods/10_dimcheck.ipynb #f557b20b
 def check_dimcheck_options(options:dict, # DimCheck's options (those given)
                            dataset:str|None=None, # the dataset name, to check a published `analyses` source
@@ -98,7 +104,7 @@ def check_dimcheck_options(options:dict, # DimCheck's options (those given)
     e = o.get('editor')
     if isinstance(e, dict):
         if 'backend' not in e: raise ValueError(f"editor must name its backend and that backend's options, e.g. {{backend: transformers, model: <folder>, adapter: <folder>}}; got {e!r}")
-        check_backend(e['backend'], {k: v for k, v in e.items() if k not in ('backend', 'name')}, complete=True)
+        check_backend(e['backend'], editor_options(e), complete=True)
     elif e is not None and not isinstance(e, Backend): raise ValueError(f"editor must be a backend or {{backend: ..., <its options>}}, not {type(e).__name__} {e!r}")
 
 # %% ../../nbs/methods/10_dimcheck.ipynb #6e23235f
@@ -122,19 +128,21 @@ def editor_backend(editor, # a Backend, or {backend: name, **its options} (a swe
     if editor is None: return backend
     if isinstance(editor, Backend): return editor
     check_dimcheck_options(dict(editor=editor))
-    opts = {k: v for k, v in editor.items() if k not in ('backend', 'name')}
-    return get_backend(editor['backend'], cache=backend.cache if isinstance(backend, CachedBackend) else True, **opts)
+    return get_backend(editor['backend'], cache=backend.cache if isinstance(backend, CachedBackend) else True, **editor_options(editor))
 
 # %% ../../nbs/methods/10_dimcheck.ipynb #80b73a1b
 def dimcheck_file_method(options:dict|None=None)->str:
     "The name DimCheck's judgments are filed under for these options: 'dimcheck' + the ablation + the source of published analyses (and its sample)."
     o = options or {}
     name = ('dimcheck' + ('_random' if o.get('order') == 'random' else '') + ('_onestep' if o.get('one_step') else '')
-            + ('' if o.get('thinking', True) else '_nothink') + (f"_editor_{slug(editor_name(o['editor']))}" if o.get('editor') is not None else ''))
+            + ('' if o.get('thinking', True) else '_nothink') + (f"{EDITOR_TAG}{slug(editor_name(o['editor']))}" if o.get('editor') is not None else ''))
     if o.get('analyses') is not None:
         name += ('_' + slug(_source_name(o['analyses'])) + (f"_{slug(o['analyses_judge'])}" if o.get('analyses_judge') else '')
                  + (f"_s{o['analyses_sample']}" if o.get('analyses_sample') else ''))
     return name
+
+# %% ../../nbs/methods/10_dimcheck.ipynb #45e75225
+EDITOR_TAG = '_editor_'     # in a DimCheck judgments file's name (`dimcheck_file_method`): the edits came from the editor named after it
 
 # %% ../../nbs/methods/10_dimcheck.ipynb #2fb9a5c4
 def _pick_judge(analyses, judge):

@@ -17,24 +17,25 @@ from ..stats.reliability import compare_excess, human_reliability, judge_as_rate
 from ..methods.judges import direct_regressor, summarize
 from ..methods.checklist import answer_table, binarized_likert, load_checklist, question_agreement, score_agreement
 from ..methods.decompose import REGRESSOR_ORDER, aggregate, best_regressor, hypoeval_aggregate, hypoeval_hypotheses, split_indices
-from ..methods.dimcheck import edit_rate
+from ..methods.dimcheck import EDITOR_TAG, edit_rate
 from . import add_note, ci_errorbar, corrgap_series, f3, n_of, dataset_label, dim_label, heatmap, heatmap_note, judge_label, run_id, run_judgment_files, run_outputs
 
 # %% auto #0
-__all__ = ['API_MODELS', 'LIKERT_AGREEMENT_COLUMNS', 'ACCEPTABLE_ALPHA', 'HUMAN_LABEL_COLUMNS', 'human_agreement',
-           'judges_agreement', 'alt_tests', 'alttest_forms', 'alttest_forms_text', 'alttest_figure', 'crowd_alt_tests',
-           'crowd_agreement', 'dataset_counts', 'score_distributions_figure', 'dimension_correlations',
-           'dimension_correlations_figure', 'replay_source', 'replay_figure', 'replay_headline', 'checkeval_figure',
-           'on_scale_models', 'likert_on_scale', 'checkeval_agreement', 'model_size', 'binarised_kappa',
-           'likert_agreement', 'checkeval_claims', 'likert_agreement_text', 'quality_split_correlations', 'run_table',
-           'f2', 'icc_text', 'partial_text', 'partial_vs_corrgap', 'partial_vs_corrgap_text', 'mixed_models',
-           'mixed_text', 'reliability_figure', 'corrgap_pairs', 'corrgap_per_target', 'corrgap_summary',
-           'corrgap_box_figure', 'corrgap_groups_figure', 'corrgap_findings', 'corrgap_quality',
-           'dimcheck_vs_baselines', 'editor_comparison', 'editor_comparison_text', 'method_costs', 'finding_dependence',
-           'corrgap_claims', 'finding_second_measure', 'finding_raw_corrgap', 'finding_quality', 'finding_alttest',
-           'length_text', 'length_figure', 'finding_length', 'tied_share', 'published_regressors', 'human_label_claims',
-           'human_label_text', 'human_label_figure', 'finding_human_labels', 'finding_embedded', 'synthetic_pairs',
-           'synthetic_shape', 'synthetic_false_positives', 'synthetic_figure', 'check_noise_params', 'noise_settings',
+__all__ = ['REPLAY_COLUMNS', 'API_MODELS', 'LIKERT_AGREEMENT_COLUMNS', 'ACCEPTABLE_ALPHA', 'HUMAN_LABEL_COLUMNS',
+           'human_agreement', 'judges_agreement', 'alt_tests', 'alttest_forms', 'alttest_forms_text', 'alttest_figure',
+           'crowd_alt_tests', 'crowd_agreement', 'dataset_counts', 'score_distributions_figure',
+           'dimension_correlations', 'dimension_correlations_figure', 'replay_source', 'replay_figure',
+           'replay_headline', 'replay_table', 'checkeval_figure', 'on_scale_models', 'likert_on_scale',
+           'checkeval_agreement', 'model_size', 'binarised_kappa', 'likert_agreement', 'checkeval_claims',
+           'likert_agreement_text', 'quality_split_correlations', 'run_table', 'f2', 'icc_text', 'partial_text',
+           'partial_vs_corrgap', 'partial_vs_corrgap_text', 'mixed_models', 'mixed_text', 'reliability_figure',
+           'corrgap_pairs', 'corrgap_per_target', 'corrgap_summary', 'corrgap_box_figure', 'corrgap_groups_figure',
+           'corrgap_findings', 'corrgap_quality', 'dimcheck_vs_baselines', 'editor_comparison',
+           'editor_comparison_text', 'method_costs', 'finding_dependence', 'corrgap_claims', 'finding_second_measure',
+           'finding_raw_corrgap', 'finding_quality', 'finding_alttest', 'length_text', 'length_figure',
+           'finding_length', 'tied_share', 'published_regressors', 'human_label_claims', 'human_label_text',
+           'human_label_figure', 'finding_human_labels', 'finding_embedded', 'synthetic_pairs', 'synthetic_shape',
+           'synthetic_false_positives', 'synthetic_figure', 'check_noise_params', 'noise_settings',
            'noise_false_positive_runs', 'wilson_ci', 'noise_false_positives', 'share_ci', 'noise_summary',
            'noise_curve', 'noise_figure', 'noise_curve_text', 'noise_other_text', 'held_out_half', 'evaluate_split',
            'decomposition_per_dimension', 'decomposition_table1', 'rounding_figure', 'check_calibration_params',
@@ -391,6 +392,24 @@ def replay_headline(J:pd.DataFrame, # the source's judgments (judgelab's parsing
         f"under the authors' rule {rule!r} {n_diff} of {n_items} item scores differ ({n_default} where their code wrote a default number). "
         f"The {method} correlation with humans (sample level) moves by at most {delta.max():.3f} (mean {delta.mean():.3f}) between the two readings. "
         f"Highest mean correlation: {best.index[0][1]} ({best.index[0][0]}), {best.iloc[0]:.3f}.")
+
+# %% ../../nbs/report/11b_tables.ipynb #242db20f
+REPLAY_COLUMNS = ['dataset', 'source', 'holds', 'judges', 'values_read', 'failures', 'failure_rate', 'authors_reading',
+                  'differ_from_authors', 'max_abs_delta_corr', 'reproduced', 'compendium_reads']
+
+def replay_table(headlines:list, # `replay_headline` tables, one per replayed source
+                 rows:list=(), # more rows, dicts with `REPLAY_COLUMNS`: a source read two ways without raw replies (a dataset module's)
+                )->pd.DataFrame: # one row per source, `REPLAY_COLUMNS`
+    "Every published source whose authors' reading judgelab compares with its own: what the files hold, what each reading does, what reproduces."
+    out = [dict(dataset=h.dataset, source=h.source, holds='raw replies', judges=int(h.judges), values_read=int(h.replies), failures=int(h.failures),
+                failure_rate=h.failure_rate, authors_reading="their scripts' parsers (a default number where none is read)",
+                differ_from_authors=f'{int(h.items_differ):,} of {int(h.items_compared):,} item scores',
+                max_abs_delta_corr=h.max_abs_delta_corr, reproduced="their scripts' correlations, to 4 decimals (tests/datasets/test_replay.py)",
+                compendium_reads="judgelab's parsers: a reply without a score is a failure")
+           for t in headlines for h in t.itertuples()]
+    for r in rows:
+        assert set(r) == set(REPLAY_COLUMNS), f'a replay row needs exactly {REPLAY_COLUMNS}; got {sorted(r)}'
+    return pd.DataFrame(out + list(rows), columns=REPLAY_COLUMNS)
 
 # %% ../../nbs/report/11b_tables.ipynb #081de56a
 _FAM = {'checklist': 'checklist', 'likert': 'Likert'}
@@ -958,7 +977,8 @@ def dimcheck_vs_baselines(datasets:list, data:dict, J:dict, # dataset -> the run
 # %% ../../nbs/report/11b_tables.ipynb #05ae1979
 def _editor_variant(judge:str)->str|None:
     "The DimCheck editor variant a judgments file holds (by its name), or None for other judges and ablations."
-    if judge.startswith('dimcheck_editor_') or judge.startswith('dimcheck_nothink_editor_'): return 'trained small editor'
+    base, tag, _ = judge.partition(EDITOR_TAG)
+    if tag and base in ('dimcheck', 'dimcheck_nothink'): return 'trained small editor'
     return {'dimcheck': 'large editor', 'dimcheck_onestep': 'one step', 'dimcheck_nothink': 'no thinking'}.get(judge)
 
 def _editor_minutes(j:pd.DataFrame)->float:

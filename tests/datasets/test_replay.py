@@ -80,6 +80,22 @@ def test_closerlook_geval_reproduces_all_eval():
         assert round(B['kendalltau'], 4) == round(ours[(dim, 'kendall (per conversation, their mode B)')], 4), dim
         assert round(B['pearson'], 4) == round(ours[(dim, 'pearson (per conversation, their mode B)')], 4), dim
 
+@pytest.mark.parametrize('mode', ['geval_no_auto_cot', 'llm_eval_no_cot', 'analyze_rate_auto_cot', 'rate_explain_auto_cot'])
+def test_closerlook_more_reproduces_all_eval(mode):
+    "Chiang & Lee's four other modes: all_eval.py's meta() (staged with closerlook_geval) on their files equals the authors' procedure."
+    D.group_files('topical_chat', 'closerlook_geval'); D.group_files('topical_chat', 'closerlook_more')
+    code_dir = D.raw_dir('topical_chat')/'judgments/closerlook_geval/repo_code'
+    d = D.raw_dir('topical_chat')/'judgments/closerlook_more'
+    g = _functions(code_dir/'all_eval.py', round=lambda x, n=None: x)      # their code, their rounding switched off
+    ours = JM.authors_correlations('topical_chat', f'closerlook_{mode}').set_index(['dimension', 'statistic']).value
+    assert len(ours) == 4*6
+    for code, dim in (('coh', 'coherence'), ('eng', 'engagingness'), ('gro', 'groundedness'), ('nat', 'naturalness')):
+        with np.errstate(all='ignore'):
+            A = g['meta'](str(d/f'gpt3.5_{code}_{mode}.json'), dim, 'A'); B = g['meta'](str(d/f'gpt3.5_{code}_{mode}.json'), dim, 'B')
+        assert round(A['pearson'], 4) == round(ours[(dim, 'pearson (pooled, their mode A)')], 4), (mode, dim)
+        assert round(B['kendalltau'], 4) == round(ours[(dim, 'kendall (per conversation, their mode B)')], 4), (mode, dim)
+        assert round(B['pearson'], 4) == round(ours[(dim, 'pearson (per conversation, their mode B)')], 4), (mode, dim)
+
 def test_closerlook_geval_reads_list_numbers_as_list_numbers():
     j = JM.load_judgments('topical_chat', 'closerlook_geval')
     assert j.groupby(['item_id', 'dimension']).size().max() == 20

@@ -22,3 +22,15 @@ def test_editor_comparison_reads_agreement_and_minutes():
     text = editor_comparison_text(t.reset_index())
     assert 'agreeing with the large editor on which to change in 67%' in text and '1.0 vs 6.0 minutes' in text
     assert 'needs a GPU' in editor_comparison_text(t.drop('trained small editor').reset_index())
+
+def test_the_comparison_names_the_variant_its_file_was_written_under():
+    "The variant is read from the name DimCheck files its judgments under, one definition of the editor's tag for both."
+    from judgelab.methods.dimcheck import dimcheck_file_method, editor_options
+    from judgelab.report.tables import _editor_variant
+    spec = dict(backend='transformers', model='models/base', adapter='outputs/editor', name='small-8b')
+    assert editor_options(spec) == dict(model='models/base', adapter='outputs/editor')
+    want = [({}, 'large editor'), (dict(one_step=True), 'one step'), (dict(thinking=False), 'no thinking'),
+            (dict(editor=spec), 'trained small editor'), (dict(editor=spec, thinking=False), 'trained small editor'),
+            (dict(editor=spec, one_step=True), None), (dict(order='random'), None)]
+    for opts, variant in want:
+        assert _editor_variant(dimcheck_file_method(opts)) == variant, (opts, dimcheck_file_method(opts))
