@@ -21,16 +21,16 @@ from ..methods.dimcheck import EDITOR_TAG, edit_rate
 from . import add_note, ci_errorbar, corrgap_series, f3, n_of, dataset_label, dim_label, heatmap, heatmap_note, judge_label, run_id, run_judgment_files, run_outputs
 
 # %% auto #0
-__all__ = ['REPLAY_COLUMNS', 'API_MODELS', 'LIKERT_AGREEMENT_COLUMNS', 'ACCEPTABLE_ALPHA', 'HUMAN_LABEL_COLUMNS',
-           'human_agreement', 'judges_agreement', 'alt_tests', 'alttest_forms', 'alttest_forms_text', 'alttest_figure',
-           'crowd_alt_tests', 'crowd_agreement', 'dataset_counts', 'score_distributions_figure',
-           'dimension_correlations', 'dimension_correlations_figure', 'replay_source', 'replay_figure',
-           'replay_headline', 'replay_table', 'checkeval_figure', 'on_scale_models', 'likert_on_scale',
-           'checkeval_agreement', 'model_size', 'binarised_kappa', 'likert_agreement', 'checkeval_claims',
-           'likert_agreement_text', 'quality_split_correlations', 'run_table', 'f2', 'icc_text', 'partial_text',
-           'partial_vs_corrgap', 'partial_vs_corrgap_text', 'mixed_models', 'mixed_text', 'reliability_figure',
-           'corrgap_pairs', 'corrgap_per_target', 'corrgap_summary', 'corrgap_box_figure', 'corrgap_groups_figure',
-           'corrgap_findings', 'corrgap_quality', 'dimcheck_vs_baselines', 'editor_comparison',
+__all__ = ['REPLAY_COLUMNS', 'API_MODELS', 'LIKERT_AGREEMENT_COLUMNS', 'LIKERT_QUALITY_COLUMNS', 'ACCEPTABLE_ALPHA',
+           'HUMAN_LABEL_COLUMNS', 'human_agreement', 'judges_agreement', 'alt_tests', 'alttest_forms',
+           'alttest_forms_text', 'alttest_figure', 'crowd_alt_tests', 'crowd_agreement', 'dataset_counts',
+           'score_distributions_figure', 'dimension_correlations', 'dimension_correlations_figure', 'replay_source',
+           'replay_figure', 'replay_headline', 'replay_table', 'checkeval_figure', 'on_scale_models', 'likert_on_scale',
+           'checkeval_agreement', 'model_size', 'binarised_kappa', 'likert_agreement', 'likert_quality_agreement',
+           'checkeval_claims', 'likert_agreement_text', 'quality_split_correlations', 'run_table', 'f2', 'icc_text',
+           'partial_text', 'partial_vs_corrgap', 'partial_vs_corrgap_text', 'mixed_models', 'mixed_text',
+           'reliability_figure', 'corrgap_pairs', 'corrgap_per_target', 'corrgap_summary', 'corrgap_box_figure',
+           'corrgap_groups_figure', 'corrgap_findings', 'corrgap_quality', 'dimcheck_vs_baselines', 'editor_comparison',
            'editor_comparison_text', 'method_costs', 'finding_dependence', 'corrgap_claims', 'finding_second_measure',
            'finding_raw_corrgap', 'finding_quality', 'finding_alttest', 'length_text', 'length_figure',
            'finding_length', 'tied_share', 'published_regressors', 'human_label_claims', 'human_label_text',
@@ -539,6 +539,21 @@ def _group_row(w:pd.DataFrame, h:pd.Series, dd, n_boot:int, rng)->dict:
     return dict(models=len(w), items=w.shape[1], alpha=a, alpha_lo=lo, alpha_hi=hi, kappa_mid_no=binarised_kappa(w, dd.lo, dd.hi, 0),
                 kappa_mid_yes=binarised_kappa(w, dd.lo, dd.hi, 1), rho_mean=np.nanmean(rho), rho_sd=np.nanstd(rho, ddof=1), rho_min=np.nanmin(rho), rho_max=np.nanmax(rho))
 
+def _prompt_groups(J:dict, data:dict, datasets:list):
+    """(dataset, prompt, dimension, its spec, models x items scores, the human means) for every prompt of the published judges that two
+    or more models ran, over the models whose every score lies on the dimension's rating scale (`on_scale_models`)."""
+    for d in datasets:
+        pub = J[d][(J[d].source == 'published') & J[d].parse_ok.astype(bool)]
+        if not (pub.groupby('judge').model.nunique() >= 2).any(): continue      # no prompt run by two models (or no published judges)
+        spec, hm = D.get_spec(d), data[d].human_mean()
+        for prompt, g in pub.groupby('judge', sort=True):
+            if g.model.nunique() < 2: continue
+            for dim, x in g.groupby('dimension', sort=False):
+                dd = spec.dim(dim)
+                w = x.pivot_table(index='model', columns='item_id', values='score', aggfunc='mean')
+                w = w.loc[w.index.intersection(on_scale_models(x, dd))]
+                if len(w) >= 2 and dim in hm: yield d, prompt, dim, dd, w, hm[dim]
+
 
 # %% ../../nbs/report/11b_tables.ipynb #725c8aa5
 LIKERT_AGREEMENT_COLUMNS = ['dataset', 'prompt', 'dimension', 'scale', 'group', 'members', 'models', 'items', 'alpha', 'alpha_lo', 'alpha_hi',
@@ -556,28 +571,57 @@ def likert_agreement(J:dict, # dataset -> judgments (published ones have source 
     baseline); and the models' Spearman with the human mean (mean, sd, range: how stable a Likert judge's quality is across models).
     `group` is 'all models', then each model-size group (`model_size`) with at least two models (no CI)."""
     rng, rows = np.random.default_rng(seed), []
-    for d in datasets:
-        pub = J[d][(J[d].source == 'published') & J[d].parse_ok.astype(bool)]
-        if not (pub.groupby('judge').model.nunique() >= 2).any(): continue      # no prompt run by two models (or no published judges)
-        spec, hm = D.get_spec(d), data[d].human_mean()
-        for prompt, g in pub.groupby('judge', sort=True):
-            if g.model.nunique() < 2: continue
-            for dim, x in g.groupby('dimension', sort=False):
-                dd = spec.dim(dim)
-                w = x.pivot_table(index='model', columns='item_id', values='score', aggfunc='mean')
-                w = w.loc[w.index.intersection(on_scale_models(x, dd))]
-                if len(w) < 2 or dim not in hm: continue
-                groups = [('all models', w)] + [(s, w.loc[ms]) for s, ms in pd.Series(w.index, index=w.index).groupby(model_size) if len(ms) >= 2]
-                for name, gw in groups:
-                    rows.append(dict(dataset=d, prompt=prompt, dimension=dim, scale=f'{dd.lo:g}-{dd.hi:g}', group=name, members=', '.join(gw.index),
-                                     **_group_row(gw, hm[dim], dd, n_boot if name == 'all models' else 0, rng)))
+    for d, prompt, dim, dd, w, h in _prompt_groups(J, data, datasets):
+        groups = [('all models', w)] + [(s, w.loc[ms]) for s, ms in pd.Series(w.index, index=w.index).groupby(model_size) if len(ms) >= 2]
+        for name, gw in groups:
+            rows.append(dict(dataset=d, prompt=prompt, dimension=dim, scale=f'{dd.lo:g}-{dd.hi:g}', group=name, members=', '.join(gw.index),
+                             **_group_row(gw, h, dd, n_boot if name == 'all models' else 0, rng)))
     return pd.DataFrame(rows, columns=LIKERT_AGREEMENT_COLUMNS)
 
+
+# %% ../../nbs/report/11b_tables.ipynb #c1042775
+LIKERT_QUALITY_COLUMNS = ['dataset', 'prompt', 'dimension', 'threshold', 'rule', 'models', 'n_low', 'n_high', 'alpha_low', 'alpha_high',
+                          'diff', 'diff_lo', 'diff_hi', 'rho_low', 'rho_high']
+
+def _alpha_diff(low:pd.DataFrame, high:pd.DataFrame, n_boot:int, rng)->dict:
+    "Alpha (interval) of each models x items table, low minus high, and the difference's 95% percentile CI (items resampled within each)."
+    a, b = krippendorff_alpha(low.values, 'interval'), krippendorff_alpha(high.values, 'interval')
+    lo = hi = np.nan
+    if n_boot and np.isfinite(a - b):
+        draw = lambda v: v[:, rng.integers(0, v.shape[1], v.shape[1])]
+        bs = [krippendorff_alpha(draw(low.values), 'interval') - krippendorff_alpha(draw(high.values), 'interval') for _ in range(n_boot)]
+        lo, hi = np.nanpercentile(bs, [2.5, 97.5])
+    return dict(alpha_low=a, alpha_high=b, diff=a - b, diff_lo=lo, diff_hi=hi)
+
+def _mean_rho(w:pd.DataFrame, h:pd.Series)->float:
+    "The models' mean Spearman with the human means on the items of `w`."
+    return float(np.nanmean([correlation(w.loc[m].dropna().values, h.reindex(w.loc[m].dropna().index).values, 'spearman', 'sample').value for m in w.index]))
+
+def likert_quality_agreement(J:dict, # dataset -> judgments (published ones have source 'published')
+                             data:dict, # dataset -> Dataset
+                             datasets:list,
+                             n_boot:int=200, # bootstrap resamples of items for the difference's CI (0: none)
+                             seed:int=0,
+                            )->pd.DataFrame:
+    """Agreement across the models of one prompt inside low- and high-quality texts: per dataset, prompt and dimension (the models of
+    `likert_agreement`), the texts split at the quality threshold of `quality_split_correlations` (`quality_threshold_rule`: never a
+    degenerate cut), Krippendorff's alpha (interval) in each group, low minus high with a 95% CI (items resampled within each group),
+    and the models' mean Spearman with humans in each. Each group spans a narrower range of quality than all texts, which lowers both
+    statistics inside it: compare the groups with each other, not with the whole."""
+    rng, rows = np.random.default_rng(seed), []
+    for d, prompt, dim, dd, w, h in _prompt_groups(J, data, datasets):
+        thr, rule = quality_threshold_rule(data[d], dim)
+        is_low = (h.reindex(w.columns) < thr).values
+        low, high = w.loc[:, is_low], w.loc[:, ~is_low]
+        rows.append(dict(dataset=d, prompt=prompt, dimension=dim, threshold=thr, rule=rule, models=len(w), n_low=low.shape[1], n_high=high.shape[1],
+                         **_alpha_diff(low, high, n_boot, rng), rho_low=_mean_rho(low, h), rho_high=_mean_rho(high, h)))
+    return pd.DataFrame(rows, columns=LIKERT_QUALITY_COLUMNS)
 
 # %% ../../nbs/report/11b_tables.ipynb #0940f7f6
 ACCEPTABLE_ALPHA = 0.667   # Krippendorff's (2004) lowest alpha from which tentative conclusions may be drawn
 
 def checkeval_claims(agree:pd.DataFrame, # `likert_agreement`
+                     quality:pd.DataFrame|None=None, # `likert_quality_agreement`: adds the row on low- and high-quality texts
                     )->pd.DataFrame:
     """CheckEval's claims about Likert judges (Lee et al. 2025) against the published judges: claim, what judgelab finds (medians over
     the (dataset, prompt, dimension) rows of all models sharing a prompt), and whether it agrees: 'yes', 'no', or what only checklist
@@ -602,6 +646,14 @@ def checkeval_claims(agree:pd.DataFrame, # `likert_agreement`
             dict(claim='Agreement by model size (the paper groups evaluators by size)',
                  judgelab='median alpha within ' + '; '.join(f'{g}: {v:.2f}' for g, v in sizes.items()) if len(sizes) else 'no size group with two models',
                  agrees='descriptive: sizes of API models are not disclosed, so size and provider are confounded here')]
+    if quality is not None and len(quality):
+        q = quality
+        rows.append(dict(claim="Likert judges agree and track humans differently on low- and high-quality texts (CheckEval compares the two groups)",
+                         judgelab=f"alpha in low- minus high-quality texts: median {q['diff'].median():+.2f}; the 95% CI lies above 0 in {int((q.diff_lo > 0).sum())} "
+                                  f"and below 0 in {int((q.diff_hi < 0).sum())} of {len(q)} prompt x dimension rows; the models' mean Spearman with humans: "
+                                  f"median {q.rho_low.median():.2f} in low-, {q.rho_high.median():.2f} in high-quality texts",
+                         agrees="descriptive: each group spans a narrower range of quality, which lowers alpha and Spearman in both; whether checklists "
+                                "narrow the gap needs checklist runs of several models (GPU)"))
     return pd.DataFrame(rows).rename(columns={'judgelab': 'judgelab (published judges)'})
 
 
