@@ -3,13 +3,14 @@
 # %% ../../nbs/datasets/summeval.ipynb #8e70e3e9
 from __future__ import annotations
 import ast, json, re
+import choix
 import numpy as np, pandas as pd
 from ..data import register, get_spec, human_rows, DataError
 from ..data.judgments import reader, judgment_rows, range_checked, parsed_row, pooled_correlations, parse_rts, parse_choice, parse_stars
 
 # %% auto #0
-__all__ = ['load_raw', 'crowd_ratings', 'read_alttest', 'read_llm_summeval', 'pairwise_outcomes', 'read_llm_summeval_pairwise',
-           'position_bias']
+__all__ = ['PAIRWISE_METHODS', 'load_raw', 'crowd_ratings', 'read_alttest', 'read_llm_summeval', 'pairwise_outcomes',
+           'read_llm_summeval_pairwise', 'pairwise_scores', 'position_bias']
 
 # %% ../../nbs/datasets/summeval.ipynb #dd86ec72
 @register('summeval')
@@ -223,6 +224,42 @@ def read_llm_summeval_pairwise(ds, d):
     "The H2H judge's replies as per-system outcomes (1 win, 0.5 tie, 0 loss); an item's mean over its rows is its win rate."
     return _h2h_rows(ds, pairwise_outcomes(ds, d))
 
+# %% ../../nbs/datasets/summeval.ipynb #5d193dc2
+PAIRWISE_METHODS = ('win_rate', 'bradley_terry')
+
+def pairwise_scores(o:pd.DataFrame, # `pairwise_outcomes`: one row per comparison and order
+                    method:str='win_rate', # 'win_rate' (the reader's score) or 'bradley_terry'
+                    alpha:float=0.1, # bradley_terry: L2 penalty on the log-strengths (a Gaussian prior of variance 1/alpha)
+                   )->pd.DataFrame: # item_id, dimension, score, n (the item's decided or tied comparisons)
+    """Per-item scores of a head-to-head judge from its comparisons, both orders counted, replies without a choice left out.
+    'win_rate': the share of the item's comparisons it wins, a tie half (the reader's score). 'bradley_terry': per document and
+    dimension, one log-strength per system fitted to the comparisons among that document's summaries (`choix.opt_pairwise`, a tie
+    counted as half a win each way); unlike the win rate it weighs a win by the strength of the system beaten, and the penalty keeps
+    a system that wins all its comparisons finite. Strengths are centred within each document: like win rates, they compare the
+    summaries of one document."""
+    if method not in PAIRWISE_METHODS: raise ValueError(f"method must be one of {PAIRWISE_METHODS}, not {method!r}")
+    if not (isinstance(alpha, (int, float)) and alpha > 0): raise ValueError(f'alpha must be a number > 0, not {alpha!r}')
+    rows = []
+    for (doc, dim), g in o[o.winner.notna()].groupby(['doc_id', 'dimension'], sort=False):
+        systems = sorted(set(g['first']) | set(g.second))
+        k = {s: i for i, s in enumerate(systems)}
+        won, n = np.zeros(len(systems)), np.zeros(len(systems), int)
+        data = []
+        for a, b, w in zip(g['first'].map(k), g.second.map(k), g.winner):
+            n[[a, b]] += 1
+            won[[a, b]] += 0.5 if w == 'tie' else [float(w == systems[a]), float(w == systems[b])]
+            data += [(a, b), (b, a)] if w == 'tie' else [(k[w], b if k[w] == a else a)]*2      # a decision twice: a tie weighs as one comparison
+        score = won/n if method == 'win_rate' else choix.opt_pairwise(len(systems), data, alpha=alpha)
+        rows += [dict(item_id=f'{doc}__{s}', dimension=dim, score=float(score[i]), n=int(n[i])) for i, s in enumerate(systems)]
+    return pd.DataFrame(rows, columns=['item_id', 'dimension', 'score', 'n'])
+
+def _summary_spearman(s:pd.DataFrame, hm:pd.DataFrame, dim:str)->float:
+    "Summary-level Spearman of item scores `s` (one dimension) with the human means: per document, averaged over documents where both vary."
+    from scipy import stats
+    g = pd.DataFrame(dict(doc=s.item_id.str.split('__').str[0].values, p=s.score.values, h=hm.loc[s.item_id, dim].values))
+    r = [stats.spearmanr(x.p, x.h)[0] for _, x in g.groupby('doc', sort=False) if x.p.nunique() > 1 and x.h.nunique() > 1]
+    return float(np.mean(r)) if r else np.nan
+
 # %% ../../nbs/datasets/summeval.ipynb #79cea225
 def _position_counts(ds, o:pd.DataFrame)->pd.DataFrame:
     """Per document and dimension, counts over the H2H comparisons answered in both orders: comparisons, flips (the winner changes with
@@ -252,7 +289,8 @@ def position_bias(ds, d, n_boot:int=1000, seed:int=0)->tuple:
     changes with the order (flip rate), the share of its decided replies that pick the first summary (0.5 without position bias),
     its agreement with the human preference (replies naming the summary with the higher human mean) and the share of comparisons
     it gets right in both orders; 95% percentile CIs from resampling documents. Returns (table, caption, text)."""
-    c = _position_counts(ds, pairwise_outcomes(ds, d))
+    o = pairwise_outcomes(ds, d)
+    c = _position_counts(ds, o)
     rng, rows = np.random.default_rng(seed), []
     for dim, g in [('all', c.groupby('doc_id').sum(numeric_only=True))] + [(k, x.set_index('doc_id')) for k, x in c.groupby('dimension', sort=False)]:
         m = g[[col for pair in _POSITION_RATES.values() for col in pair]].to_numpy(float)
@@ -265,17 +303,24 @@ def position_bias(ds, d, n_boot:int=1000, seed:int=0)->tuple:
             row[f'{k}_lo'], row[f'{k}_hi'] = lo, hi
         rows.append(row)
     t = pd.DataFrame(rows)
+    hm = ds.human_mean()
+    for m in PAIRWISE_METHODS:      # the item scores a win rate or Bradley-Terry makes of the comparisons, against the human means
+        rho = {dim: _summary_spearman(g, hm, dim) for dim, g in pairwise_scores(o, m).groupby('dimension', sort=False)}
+        t[f'spearman_{m}'] = t.dimension.map(rho).fillna(np.mean(list(rho.values())))      # 'all': the mean over dimensions
     a = t.iloc[0]
     lo_, hi_ = t.iloc[1:].loc[t.iloc[1:].first_position.idxmin()], t.iloc[1:].loc[t.iloc[1:].first_position.idxmax()]
     cap = ("LLM_summeval's pairwise judge (gpt-3.5-turbo-0301), each pair of summaries asked in both orders: the share of comparisons whose "
            "winner changes with the order, the share of decided replies picking the first summary, agreement with the human preference, "
-           f"comparisons right in both orders (95% CIs over documents, {n_boot} resamples)")
+           f"comparisons right in both orders (95% CIs over documents, {n_boot} resamples); the summary-level Spearman with the human means of "
+           "the items' win rates and Bradley-Terry strengths ('all': the mean over dimensions)")
     txt = (f"Asked which of two SummEval summaries is better, with the pair shown in both orders, gpt-3.5-turbo-0301 names a different winner "
            f"in {a.flip_rate:.0%} of {a.comparisons:,} comparisons (95% CI {a.flip_rate_lo:.0%}-{a.flip_rate_hi:.0%}) and picks the summary shown "
            f"first in {a.first_position:.0%} of its decided replies ({a.first_position_lo:.0%}-{a.first_position_hi:.0%}; 50% without position "
            f"bias). {'Pooled, the first position looks neutral, but' if a.first_position_lo <= 0.5 <= a.first_position_hi else 'Pooled it leans, and'} "
            f"the lean depends on the dimension: from {lo_.first_position:.0%} first on "
            f"{lo_.dimension} to {hi_.first_position:.0%} on {hi_.dimension}. Its replies name the summary humans rate higher in {a.agreement:.0%} of "
-           f"cases, and it names it in both orders in {a.right_both_orders:.0%} of the comparisons where humans prefer one summary.")
+           f"cases, and it names it in both orders in {a.right_both_orders:.0%} of the comparisons where humans prefer one summary. Made into "
+           f"per-summary scores, its win rates have a summary-level Spearman of {a.spearman_win_rate:.3f} with the human means (mean over "
+           f"dimensions) and its Bradley-Terry strengths {a.spearman_bradley_terry:.3f}.")
     return t, cap, txt
 

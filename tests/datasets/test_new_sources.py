@@ -1,7 +1,7 @@
 """The published judges added in revision 3: Chiang & Lee's four other Topical-Chat modes (closerlook_more) and Shen et
 al.'s head-to-head SummEval judge (llm_summeval_pairwise). The count of distinct published judges was 44 before them."""
 
-import numpy as np
+import numpy as np, pandas as pd
 import pytest
 from judgelab.data import load, raw_dir
 from judgelab.data.judgments import JUDGMENT_SOURCES, JUDGMENT_COLUMNS, list_judgments, load_judgments, judgment_scores
@@ -71,3 +71,39 @@ def test_h2h_choice_follows_the_authors_rule():
     assert _h2h_choice('B') == 'B' and _h2h_choice('A: Summary #1 is more coherent.') == 'A'
     assert _h2h_choice('C: Both Summary #1 and Summary #2 are equally fluent.') == 'C'
     assert _h2h_choice('I cannot decide.') is None      # their code counts this as a tie; judgelab as a failure
+
+def test_pairwise_scores_win_rate_is_the_readers_score_and_bradley_terry_is_the_penalised_mle():
+    from scipy.optimize import minimize
+    from scipy.special import expit
+    from judgelab.datasets.summeval import pairwise_outcomes, pairwise_scores
+    se = load('summeval')
+    o = pairwise_outcomes(se, raw_dir('summeval'))
+    w = pairwise_scores(o).set_index(['item_id', 'dimension'])
+    s = judgment_scores(load_judgments('summeval', 'llm_summeval_pairwise')).set_index(['item_id', 'dimension'])
+    assert len(w) == 4800 and np.allclose(w.score, s.score.reindex(w.index)) and (w.n == s.n.reindex(w.index)).all()
+    # Bradley-Terry on one document: 3 systems, A beats B twice, B and C tie, C beats A once; the penalised likelihood by hand
+    toy = pd.DataFrame(dict(doc_id='d', dimension='coherence', first=['A', 'B', 'B', 'C'], second=['B', 'A', 'C', 'A'], winner=['A', 'A', 'tie', 'C']))
+    b = pairwise_scores(toy, 'bradley_terry', alpha=0.5).set_index('item_id').score
+    pairs = [(0, 1, 1.0), (0, 1, 1.0), (1, 2, 0.5), (2, 1, 0.5), (2, 0, 1.0)]        # (winner, loser, weight): a tie half each way
+    nll = lambda th: -sum(wt*np.log(expit(th[i] - th[j])) for i, j, wt in pairs) + 0.25*(th**2).sum()
+    th = minimize(nll, np.zeros(3), method='BFGS', options=dict(gtol=1e-10)).x
+    np.testing.assert_allclose(b[['d__A', 'd__B', 'd__C']].values, th - th.mean(), atol=1e-4)
+    assert abs(b.sum()) < 1e-9
+    with pytest.raises(ValueError, match='method'): pairwise_scores(toy, 'elo')
+    with pytest.raises(ValueError, match='alpha'): pairwise_scores(toy, 'bradley_terry', alpha=0)
+
+def test_the_position_probe_reports_both_aggregations_against_the_humans():
+    from judgelab.datasets.summeval import pairwise_outcomes, pairwise_scores, position_bias
+    from scipy import stats
+    se = load('summeval')
+    t, cap, txt = position_bias(se, raw_dir('summeval'), n_boot=20)
+    r = t.set_index('dimension')
+    for m in ('win_rate', 'bradley_terry'):
+        assert r.loc['all', f'spearman_{m}'] == pytest.approx(r[f'spearman_{m}'].iloc[1:].mean())
+    # coherence's win-rate Spearman by hand: per document over its 12 summaries, averaged over documents where both vary
+    s = pairwise_scores(pairwise_outcomes(se, raw_dir('summeval')))
+    s = s[s.dimension == 'coherence'].assign(doc=lambda x: x.item_id.str.split('__').str[0])
+    hm = se.human_mean()['coherence']
+    rho = [stats.spearmanr(g.score, hm[g.item_id])[0] for _, g in s.groupby('doc') if g.score.nunique() > 1 and hm[g.item_id].nunique() > 1]
+    assert r.loc['coherence', 'spearman_win_rate'] == pytest.approx(np.mean(rho))
+    assert 'Bradley-Terry' in txt and 'Bradley-Terry' in cap
