@@ -920,7 +920,7 @@ def build_site(out:str|Path='_site', # the folder to write (emptied first)
                jobs:int|None=None, # notebooks rendered at once (default: the CPUs)
                lib:bool=True, # also the library notebooks and the API reference
                max_rows:int=200, # table rows rendered into the index's findings at most (the csv has them all)
-               run_rows:int=100, # table rows rendered into runs.html at most: it holds every table of every run (the csv has them all)
+               run_rows:int=60, # table rows rendered into runs.html at most: it holds every table of every run (the csv has them all)
               )->Path: # the site's index.html
     "Write the compendium as a static site into `out`: the index, one page per executed notebook, the library's notebooks and API."
     root = paths.root
