@@ -647,11 +647,11 @@ def checkeval_claims(agree:pd.DataFrame, # `likert_agreement`
                  judgelab='median alpha within ' + '; '.join(f'{g}: {v:.2f}' for g, v in sizes.items()) if len(sizes) else 'no size group with two models',
                  agrees='descriptive: sizes of API models are not disclosed, so size and provider are confounded here')]
     if quality is not None and len(quality):
-        q = quality
+        per = [f"{d}: median {g['diff'].median():+.2f}, CI above 0 in {int((g.diff_lo > 0).sum())} and below 0 in {int((g.diff_hi < 0).sum())} of {len(g)} "
+               f"prompt x dimension rows, mean Spearman {g.rho_low.median():.2f} (low) and {g.rho_high.median():.2f} (high)"
+               for d, g in quality.groupby('dataset', sort=False)]
         rows.append(dict(claim="Likert judges agree and track humans differently on low- and high-quality texts (CheckEval compares the two groups)",
-                         judgelab=f"alpha in low- minus high-quality texts: median {q['diff'].median():+.2f}; the 95% CI lies above 0 in {int((q.diff_lo > 0).sum())} "
-                                  f"and below 0 in {int((q.diff_hi < 0).sum())} of {len(q)} prompt x dimension rows; the models' mean Spearman with humans: "
-                                  f"median {q.rho_low.median():.2f} in low-, {q.rho_high.median():.2f} in high-quality texts",
+                         judgelab="alpha in low- minus high-quality texts, per dataset (the direction can differ between datasets): " + '; '.join(per),
                          agrees="descriptive: each group spans a narrower range of quality, which lowers alpha and Spearman in both; whether checklists "
                                 "narrow the gap needs checklist runs of several models (GPU)"))
     return pd.DataFrame(rows).rename(columns={'judgelab': 'judgelab (published judges)'})

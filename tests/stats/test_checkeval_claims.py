@@ -55,7 +55,7 @@ def test_agreement_inside_low_and_high_quality_texts(summeval):
     assert np.allclose(r['diff'], r.alpha_low - r.alpha_high) and (r.diff_lo <= r['diff']).all() and (r['diff'] <= r.diff_hi).all()
     la = likert_agreement({'summeval': j}, {'summeval': ds}, ['summeval'], n_boot=0)
     c = checkeval_claims(la, lq)
-    assert len(c) == 5 and 'low- minus high-quality' in c.iloc[4]['judgelab (published judges)']
+    assert len(c) == 5 and 'low- minus high-quality texts, per dataset' in c.iloc[4]['judgelab (published judges)'] and 'summeval: median' in c.iloc[4]['judgelab (published judges)']
     assert len(checkeval_claims(la)) == 4
 
 def test_agreement_by_quality_sees_a_gap_it_was_given():
