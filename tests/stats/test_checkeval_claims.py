@@ -40,7 +40,8 @@ def test_quality_split_has_variation_in_both_groups(summeval):
 
 def test_agreement_inside_low_and_high_quality_texts(summeval):
     "likert_quality_agreement: alpha of the models x items table inside each quality group, on the non-degenerate cut, with the CI of low minus high."
-    from judgelab.report.tables import likert_quality_agreement, quality_threshold_rule
+    from judgelab.report.tables import likert_quality_agreement
+    from judgelab.stats.corrgap import quality_threshold_rule
     ds, j = summeval
     lq = likert_quality_agreement({'summeval': j}, {'summeval': ds}, ['summeval'], n_boot=30, seed=0)
     r = lq.set_index('dimension')
@@ -63,7 +64,8 @@ def test_agreement_by_quality_sees_a_gap_it_was_given():
     from judgelab.report.tables import likert_quality_agreement
     ds = D.load('summeval')
     hm = ds.human_mean()['coherence']
-    thr = quality_split_correlations.__globals__['quality_threshold_rule'](ds, 'coherence')[0]
+    from judgelab.stats.corrgap import quality_threshold_rule
+    thr = quality_threshold_rule(ds, 'coherence')[0]
     rng = np.random.default_rng(1)
     rows = []
     for iid, h in hm.items():
