@@ -39,10 +39,10 @@ __all__ = ['REPLAY_COLUMNS', 'API_MODELS', 'LIKERT_AGREEMENT_COLUMNS', 'LIKERT_Q
            'noise_false_positive_runs', 'wilson_ci', 'noise_false_positives', 'share_ci', 'noise_summary',
            'noise_curve', 'noise_figure', 'noise_curve_text', 'noise_other_text', 'held_out_half', 'evaluate_split',
            'decomposition_per_dimension', 'decomposition_table1', 'rounding_figure', 'check_calibration_params',
-           'calibration_runs', 'calibration_cells', 'calibration_power', 'calibration_summary', 'calibration_figure',
-           'calibration_text', 'audit_judgments', 'over_judges_text', 'audit_excess_figure', 'audit_heatmaps_figure',
-           'crowd_baseline', 'crowd_baseline_text', 'second_views', 'audit_headline', 'audit_headline_text',
-           'judge_alt_tests', 'checklist_answers', 'checklist_agreement', 'checklist_text']
+           'calibration_runs', 'calibration_cells', 'calibration_power', 'calibration_fp_plain', 'calibration_summary',
+           'calibration_figure', 'calibration_text', 'audit_judgments', 'over_judges_text', 'audit_excess_figure',
+           'audit_heatmaps_figure', 'crowd_baseline', 'crowd_baseline_text', 'second_views', 'audit_headline',
+           'audit_headline_text', 'judge_alt_tests', 'checklist_answers', 'checklist_agreement', 'checklist_text']
 
 # %% ../../nbs/report/11b_tables.ipynb #c5fbe882
 def _sentence_alpha(n, s):
@@ -2057,11 +2057,21 @@ def check_calibration_params(p:dict, # the template's PARAMS
     assert -1 < p['halo'] < 1 and p['bias'] >= 0 and 0 < p['w_power'] <= 1, f"need -1 < halo < 1, bias >= 0, 0 < w_power <= 1: {p['halo']}, {p['bias']}, {p['w_power']}"
     assert p['n_data'] >= 2 and p['n_items'] >= 40 and 1 <= p['per_doc'] <= p['n_items'], \
         f"need n_data >= 2, n_items >= 40, 1 <= per_doc <= n_items: {p['n_data']}, {p['n_items']}, {p['per_doc']}"
+    assert p.get('n_data_fp', p['n_data']) >= p['n_data'], f"n_data_fp must be at least n_data (its first n_data datasets are the power comparison's): {p.get('n_data_fp')} < {p['n_data']}"
     assert p['n_sim'] >= 3 and p['n_boot'] >= 10, f"need n_sim >= 3 and n_boot >= 10: {p['n_sim']}, {p['n_boot']}"
     assert -1 < p['rho'] < 1 and p['method'] in ('spearman', 'pearson', 'kendall') and 0 < p['alpha_level'] < 1 and 0 < p['max_fp'] < 1
     assert p.get('loadings', 'shared') in ('shared', 'per slot'), f"loadings must be 'shared' or 'per slot', not {p['loadings']!r}"
 
 # %% ../../nbs/report/11b_tables.ipynb #b1bec61f
+def _simulated_judges(p:dict, sigma:float, variant:str, s:int, ws:tuple)->tuple:
+    "One simulated dataset of the calibration (seed `s`): (R_t, R_o, docs, {(judge noise, w): scores}), every judge on the same raters."
+    h, b = (p['halo'], p['bias']) if variant == 'halo and bias' else (0.0, 0.0)
+    sims = {(jn, w): simulate_raters(p['n_items'], 3, sigma, p['rho'], w=w, judge_sigma=jn*sigma, per_doc=p['per_doc'], halo=h, bias=b, seed=s)
+            for jn in p['judge_noise'] for w in ws}
+    first = next(iter(sims.values()))
+    assert all((sm['R_t'] == first['R_t']).all() for sm in sims.values()), 'the judges of one simulated dataset must share its raters'
+    return first['R_t'], first['R_o'], first['docs'], {k: sm['pred'] for k, sm in sims.items()}
+
 def calibration_runs(p:dict, # the template's PARAMS
                     )->pd.DataFrame:
     "Per simulated dataset and judge (noise x w): the plain excess and its p, the fitted reliability ratio, the corrected excess and its p, the dependence weight."
@@ -2069,15 +2079,9 @@ def calibration_runs(p:dict, # the template's PARAMS
     for a in p['alphas']:
         sigma = sigma_for_alpha(a)
         for v in p['variants']:
-            h, b = (p['halo'], p['bias']) if v == 'halo and bias' else (0.0, 0.0)
             for i in range(p['n_data']):
                 s = p['seed'] + i
-                sims = {(jn, w): simulate_raters(p['n_items'], 3, sigma, p['rho'], w=w, judge_sigma=jn*sigma, per_doc=p['per_doc'], halo=h, bias=b, seed=s)
-                        for jn in p['judge_noise'] for w in (0.0, p['w_power'])}
-                first = next(iter(sims.values()))
-                R_t, R_o, docs = first['R_t'], first['R_o'], first['docs']
-                assert all((sm['R_t'] == R_t).all() for sm in sims.values()), 'the judges of one simulated dataset must share its raters'
-                P = {k: sm['pred'] for k, sm in sims.items()}
+                R_t, R_o, docs, P = _simulated_judges(p, sigma, v, s, (0.0, p['w_power']))
                 hb = human_baseline(P, R_t, R_o, docs=docs, method=p['method'], n_boot=p['n_boot'], seed=s).set_index('judge')
                 mn = matched_null(P, R_t, R_o, docs=docs, method=p['method'], n_sim=p['n_sim'], seed=s, observed=dict(zip(hb.index, hb.excess)),
                                   exchangeable=p.get('loadings', 'shared') == 'shared').set_index('judge')
@@ -2115,22 +2119,56 @@ def calibration_power(runs:pd.DataFrame, # `calibration_runs`
     """Power of the corrected against the plain excess test on the same simulated datasets: the paired difference of
     their rejections at w = w_power with a 95% CI (normal, over datasets), and each test's power at equal size: its
     threshold moved to the `alpha_level` quantile of its own p-values at w = 0 in the cell, so that both reject the same
-    share of honest judges (a test whose excess is biased upwards buys power with false positives; sized, it cannot)."""
+    share of honest judges (a test whose excess is biased upwards buys power with false positives; sized, it cannot).
+    What the correction costs, at w = 0: `null_corr`, the correlation over datasets of the observed excess with its fitted
+    null mean (below 0: the fit's error runs against the excess), and `sd_ratio`, the sd of the corrected excess over
+    the plain excess's."""
     key = ['alpha', 'variant', 'judge_noise']
     def one(g):
         h0, h1 = g[g.w == 0].set_index('sim'), g[g.w == w_power].set_index('sim')
         d = (h1.p_corrected < alpha_level).astype(float) - (h1.p_excess < alpha_level).astype(float)
         se = d.std(ddof=1)/np.sqrt(len(d)) if len(d) > 1 else np.nan
+        r0 = h0[['excess', 'excess_null']].dropna()
+        fit = (float(np.corrcoef(r0.excess, r0.excess_null)[0, 1]), float((r0.excess - r0.excess_null).std()/r0.excess.std())) if len(r0) > 2 else (np.nan, np.nan)
         sized = {t: float((h1[c] <= np.nanquantile(h0[c], alpha_level)).mean()) for t, c in (('plain', 'p_excess'), ('corrected', 'p_corrected'))}
         return pd.Series(dict(n_data=len(d), fp_plain=float((h0.p_excess < alpha_level).mean()), power_plain=float((h1.p_excess < alpha_level).mean()),
                               power_corrected=float((h1.p_corrected < alpha_level).mean()), power_diff=float(d.mean()), power_diff_lo=float(d.mean() - 1.96*se),
-                              power_diff_hi=float(d.mean() + 1.96*se), sized_plain=sized['plain'], sized_corrected=sized['corrected']))
+                              power_diff_hi=float(d.mean() + 1.96*se), sized_plain=sized['plain'], sized_corrected=sized['corrected'],
+                              null_corr=fit[0], sd_ratio=fit[1]))
     out = runs.groupby(key, sort=False)[runs.columns.drop(key)].apply(one).reset_index().astype({'n_data': int})
     out.attrs['alpha_level'] = alpha_level
     return out
 
+# %% ../../nbs/report/11b_tables.ipynb #8294535d
+def calibration_fp_plain(p:dict, # the template's PARAMS: `n_data_fp` datasets per (rater alpha, variant) (default `n_data`)
+                        )->pd.DataFrame: # one row per (rater alpha, variant, judge noise)
+    """The plain excess test's false positives on `n_data_fp` simulated datasets per (rater alpha, variant), more than the
+    `n_data` of `calibration_runs`, whose datasets are the first `n_data` of these (the same seeds, raters and judges, so
+    the same p-values). The plain test needs no null simulations, so whether it is calibrated in a cell is decided on many
+    datasets at little cost. Per cell: `fp_plain`, the share of p < alpha_level with a Wilson 95% CI, and the mean excess
+    at no dependence with a 95% CI over datasets (the bias the corrected test removes)."""
+    rows = []
+    for a in p['alphas']:
+        sigma = sigma_for_alpha(a)
+        for v in p['variants']:
+            n = p.get('n_data_fp', p['n_data'])
+            for i in range(n):
+                s = p['seed'] + i
+                R_t, R_o, docs, P = _simulated_judges(p, sigma, v, s, (0.0,))
+                hb = human_baseline(P, R_t, R_o, docs=docs, method=p['method'], n_boot=p['n_boot'], seed=s)
+                rows += [dict(alpha=a, variant=v, judge_noise=k[0], excess=r.excess, p_excess=r.p_excess) for k, r in zip(P, hb.itertuples())]
+            print(f"alpha {a:g}, {v}: {n} datasets done (the plain test's false positives)")
+    def one(g):
+        share, lo, hi = _reject_share(g.p_excess, p['alpha_level'])
+        m, se = g.excess.mean(), (g.excess.std(ddof=1)/np.sqrt(len(g)) if len(g) > 1 else np.nan)
+        return pd.Series(dict(n_data_fp=len(g), fp_plain=share, fp_plain_lo=lo, fp_plain_hi=hi, excess=m, excess_lo=m - 1.96*se, excess_hi=m + 1.96*se))
+    d = pd.DataFrame(rows)
+    return d.groupby(['alpha', 'variant', 'judge_noise'], sort=False)[['excess', 'p_excess']].apply(one).reset_index().astype({'n_data_fp': int})
+
 # %% ../../nbs/report/11b_tables.ipynb #66b7224f
-def calibration_summary(cells:pd.DataFrame, w_power:float)->tuple: # (the summary, the w = 0 cells, the w = w_power cells)
+def calibration_summary(cells:pd.DataFrame, w_power:float,
+                        fp_plain:pd.DataFrame|None=None, # `calibration_fp_plain`: the plain test's false positives on more datasets, a column of their own
+                       )->tuple: # (the summary, the w = 0 cells, the w = w_power cells)
     "False positives (w = 0) and power (w = w_power) of each test side by side, one row per cell."
     fp0, pw = cells[cells.w == 0].reset_index(drop=True), cells[cells.w == w_power].reset_index(drop=True)
     summary = pd.DataFrame([{'rater alpha': f'{r.alpha:g}', 'raters': r.variant, 'judge noise': f'{r.judge_noise:g}x', 'reliability ratio': r.reliability_ratio,
@@ -2138,6 +2176,9 @@ def calibration_summary(cells:pd.DataFrame, w_power:float)->tuple: # (the summar
                              'FP weight': share_ci(r, 'weight', prefix='reject'), f'power plain (w = {w_power:g})': pw.loc[i, 'reject_plain'],
                              'power corrected': pw.loc[i, 'reject_corrected'], 'power weight': pw.loc[i, 'reject_weight']}
                             for i, r in fp0.iterrows()])
+    if fp_plain is not None:
+        f = fp0[['alpha', 'variant', 'judge_noise']].merge(fp_plain, how='left')
+        summary.insert(6, f'FP plain excess, {f.n_data_fp.max()} datasets', [share_ci(r, 'plain', prefix='fp') if pd.notna(r.fp_plain) else '' for _, r in f.iterrows()])
     return summary, fp0, pw
 
 # %% ../../nbs/report/11b_tables.ipynb #99233b6c
@@ -2184,41 +2225,76 @@ def calibration_figure(cells:pd.DataFrame, p:dict, # the template's PARAMS
 # %% ../../nbs/report/11b_tables.ipynb #4fcddfe7
 def _cellname(r)->str: return f"alpha {r.alpha:g}, {r.variant}, judge noise {r.judge_noise:g}x"
 
-def _power_line(power:pd.DataFrame, fp0:pd.DataFrame, w_power:float, max_fp:float)->str:
-    "The power bullet: the corrected against the plain test where the plain one is calibrated, paired and at equal size."
-    pc = power.merge(fp0[['alpha', 'variant', 'judge_noise', 'reject_plain']], on=['alpha', 'variant', 'judge_noise'])
-    pc = pc[pc.reject_plain <= max_fp]
-    below, lower = pc[pc.power_diff_hi < 0], pc[pc.power_diff < 0]
-    sized_ok = pc[pc.sized_corrected >= pc.sized_plain]
+def _plain_fp(fp0:pd.DataFrame, fp_plain:pd.DataFrame|None)->pd.DataFrame:
+    "The plain test's false positives per cell that decide whether it is calibrated: `calibration_fp_plain`'s, else the cells' own (no CI on the excess)."
+    key = ['alpha', 'variant', 'judge_noise']
+    if fp_plain is None:
+        fp_plain = fp0.rename(columns={'reject_plain': 'fp_plain', 'reject_plain_lo': 'fp_plain_lo', 'reject_plain_hi': 'fp_plain_hi', 'n_data': 'n_data_fp'})
+        fp_plain = fp_plain.assign(excess_lo=np.nan, excess_hi=np.nan)
+    cols = ['n_data_fp', 'fp_plain', 'fp_plain_lo', 'fp_plain_hi', 'excess', 'excess_lo', 'excess_hi']
+    return fp0[key + ['reliability_ratio']].merge(fp_plain[key + cols], on=key, how='left')
+
+def _power_line(power:pd.DataFrame, cal:pd.DataFrame, w_power:float, max_fp:float, n_fp:int)->str:
+    "The power bullet: the corrected against the plain test in the cells `cal` where the plain one is calibrated, paired and at equal size."
+    below, lower = cal[cal.power_diff_hi < 0], cal[cal.power_diff < 0]
+    sized_ok = cal[cal.sized_corrected >= cal.sized_plain]
     return (f"- **Power at w = {w_power:g}**: the corrected test rejects {power.power_corrected.min():.2f}-{power.power_corrected.max():.2f} of the datasets, "
-            f"the plain test {power.power_plain.min():.2f}-{power.power_plain.max():.2f}. In the {len(pc)} cells where the plain test is calibrated, the "
-            f"corrected test's power is below it beyond chance (paired over the same datasets, 95% CI of the difference below 0) in {len(below)}"
+            f"the plain test {power.power_plain.min():.2f}-{power.power_plain.max():.2f}. In the {len(cal)} cells where the plain test is calibrated (false "
+            f"positives at most {max_fp:g} on {n_fp} datasets per cell), the corrected test's power is below it beyond chance (paired over the same datasets, "
+            f"95% CI of the difference below 0) in {len(below)}"
             + (': ' + '; '.join(f"{_cellname(r)} {r.power_corrected:.2f} vs {r.power_plain:.2f} ({r.power_diff:+.2f} [{r.power_diff_lo:+.2f}, "
                                 f"{r.power_diff_hi:+.2f}]; the plain test's false positives there {r.fp_plain:.2f}; at equal size {r.sized_corrected:.2f} vs "
                                 f"{r.sized_plain:.2f})" for _, r in below.iterrows()) if len(below) else '')
             + f"; its point estimate is lower in {len(lower)}" + (f" (by {-lower.power_diff.max():.2f} to {-lower.power_diff.min():.2f})" if len(lower) else '')
             + f". At equal size (each test's threshold set to reject {power.attrs.get('alpha_level', 0.05):.0%} of the cell's honest judges) the corrected test has at least the plain "
-            f"test's power in {len(sized_ok)} of {len(pc)} of these cells"
-            + (f", and within {(pc.sized_plain - pc.sized_corrected).max():.2f} in the others." if len(sized_ok) < len(pc) else '.'))
+            f"test's power in {len(sized_ok)} of {len(cal)} of these cells"
+            + (f", and within {(cal.sized_plain - cal.sized_corrected).max():.2f} in the others." if len(sized_ok) < len(cal) else '.'))
+
+def _edge_line(edge:pd.DataFrame)->str:
+    "The cells left out as not calibrated although their plain false positives are within chance of the bound: what the comparison shows there."
+    def one(r):
+        biased = np.isfinite(r.excess_lo) and r.excess_lo > 0
+        return (f"{_cellname(r)}: the plain test's false positives {r.fp_plain:.3f} [{r.fp_plain_lo:.3f}, {r.fp_plain_hi:.3f}] on {r.n_data_fp} datasets "
+                f"({r.fp_paired:.3f} on the {r.n_data} of the power comparison), its excess at no dependence {r.excess:+.3f}"
+                + (f" [{r.excess_lo:+.3f}, {r.excess_hi:+.3f}]" if np.isfinite(r.excess_lo) else '')
+                + f"; the corrected test's power there {r.power_corrected:.2f} vs {r.power_plain:.2f} ({r.power_diff:+.2f} [{r.power_diff_lo:+.2f}, "
+                f"{r.power_diff_hi:+.2f}]), at equal size {r.sized_corrected:.2f} vs {r.sized_plain:.2f}"
+                + ("; the plain excess is biased upwards beyond chance there, and part of its power is that bias" if biased else ''))
+    return ("- **At the bound**: over it, so left out above, but within chance of it: " + '; '.join(one(r) for _, r in edge.iterrows()) + '.') if len(edge) else ''
+
+def _cost_line(power:pd.DataFrame, gap:float=0.05)->str:
+    "Where the correction costs power at equal size, and how the fitted null mean moves with the observed excess there."
+    c = power[(power.sized_plain - power.sized_corrected > gap) & power.null_corr.notna()] if 'null_corr' in power else power.iloc[:0]
+    if not len(c): return ''
+    return (f"- **What the correction costs**: at equal size the corrected test has less power than the plain one by more than {gap:g} in {len(c)} cells "
+            f"({', '.join(f'{_cellname(r)}' for _, r in c.iterrows())}). There the correlation over datasets (at no dependence) of the observed excess "
+            f"with its fitted null mean is {c.null_corr.min():+.2f} to {c.null_corr.max():+.2f} (below 0 in {int((c.null_corr < 0).sum())}: the error of the "
+            f"fitted model runs against the excess), and the corrected excess varies {c.sd_ratio.min():.2f}-{c.sd_ratio.max():.2f} times as much as the plain "
+            "one: the null mean is estimated from the same data, and its error is what the correction costs.")
 
 def calibration_text(fp0:pd.DataFrame, pw:pd.DataFrame, w_power:float, max_fp:float,
                      power:pd.DataFrame, # `calibration_power`: the paired and the equal-size comparison of power
+                     fp_plain:pd.DataFrame|None=None, # `calibration_fp_plain`: decides where the plain test is calibrated (default: the cells' own)
                     )->str:
     "What the calibration shows, in Markdown bullets: false positives of each test, the bias the null removes, power, the weight's estimates."
     fmt = lambda r, t: share_ci(r, t, prefix='reject')
-    worst = {t: fp0.loc[fp0[f'reject_{t}'].idxmax()] for t in ('plain', 'corrected', 'weight')}
-    ok = {t: int((fp0[f'reject_{t}'] <= max_fp).sum()) for t in ('plain', 'corrected', 'weight')}
-    return '\n'.join([
+    worst = {t: fp0.loc[fp0[f'reject_{t}'].idxmax()] for t in ('corrected', 'weight')}
+    ok = {t: int((fp0[f'reject_{t}'] <= max_fp).sum()) for t in ('corrected', 'weight')}
+    fpl = _plain_fp(fp0, fp_plain)
+    wp, n_fp = fpl.loc[fpl.fp_plain.idxmax()], int(fpl.n_data_fp.max())
+    pc = power.rename(columns={'fp_plain': 'fp_paired'}).merge(fpl.drop(columns='reliability_ratio'), on=['alpha', 'variant', 'judge_noise'])
+    cal, edge = pc[pc.fp_plain <= max_fp], pc[(pc.fp_plain > max_fp) & (pc.fp_plain_lo <= max_fp)]
+    return '\n'.join(x for x in [
         f"- **False positives of the corrected test**: at most {max_fp:g} in {ok['corrected']} of {len(fp0)} cells; the worst is "
-        f"{fmt(worst['corrected'], 'corrected')} ({_cellname(worst['corrected'])}). The plain excess test: {ok['plain']} of {len(fp0)} cells, worst "
-        f"{fmt(worst['plain'], 'plain')} ({_cellname(worst['plain'])}, mean excess {worst['plain'].excess:+.3f} at reliability ratio "
-        f"{worst['plain'].reliability_ratio:.2f}). The dependence weight: {ok['weight']} of {len(fp0)} cells, worst {fmt(worst['weight'], 'weight')} "
+        f"{fmt(worst['corrected'], 'corrected')} ({_cellname(worst['corrected'])}). The plain excess test ({n_fp} datasets per cell): {int((fpl.fp_plain <= max_fp).sum())} "
+        f"of {len(fp0)} cells, worst {share_ci(wp, 'plain', prefix='fp')} ({_cellname(wp)}, mean excess {wp.excess:+.3f} at reliability ratio "
+        f"{wp.reliability_ratio:.2f}). The dependence weight: {ok['weight']} of {len(fp0)} cells, worst {fmt(worst['weight'], 'weight')} "
         f"({_cellname(worst['weight'])}).",
         f"- **The bias the null removes**: at no dependence the plain excess ranges from {fp0.excess.min():+.3f} to {fp0.excess.max():+.3f} over the cells "
         f"(it grows with the reliability ratio at low agreement), the corrected excess from {fp0.excess_corrected.min():+.3f} to {fp0.excess_corrected.max():+.3f}.",
-        _power_line(power, fp0, w_power, max_fp),
+        _power_line(power, cal, w_power, max_fp, n_fp), _edge_line(edge), _cost_line(power),
         f"- **The dependence weight** estimates w = {w_power:g} as {pw.w_hat.min():.3f}-{pw.w_hat.max():.3f} (mean over datasets, per cell) and w = 0 as "
-        f"{fp0.w_hat.min():+.3f} to {fp0.w_hat.max():+.3f}; it is least stable at the lowest agreement, where the cross-rater covariances it divides by are small."])
+        f"{fp0.w_hat.min():+.3f} to {fp0.w_hat.max():+.3f}; it is least stable at the lowest agreement, where the cross-rater covariances it divides by are small."] if x)
 
 # %% ../../nbs/report/11b_tables.ipynb #0d5536ab
 def audit_judgments(ds, # the Dataset

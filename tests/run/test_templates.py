@@ -55,12 +55,15 @@ def test_corrgap_noise_small(tmp_path, tmp_outputs):
     assert (tmp_outputs/'figures'/'corrgap_noise.png').exists()
 
 def test_corrgap_calibration_small(tmp_path, tmp_outputs):
-    out = _execute('corrgap_calibration', tmp_path, n_data=3, n_items=150, n_sim=6, n_boot=20, alphas=[0.45], judge_noise=[0.5, 2.0])
+    out = _execute('corrgap_calibration', tmp_path, n_data=3, n_data_fp=6, n_items=150, n_sim=6, n_boot=20, alphas=[0.45], judge_noise=[0.5, 2.0])
     import pandas as pd
     cells = pd.read_csv(tmp_outputs/'tables'/'corrgap_calibration_cells.csv')
     assert len(cells) == 1*2*2*2 and set(cells.variant) == {'plain', 'halo and bias'} and set(cells.w) == {0.0, 0.4}
     for t in ('plain', 'corrected', 'weight'): assert cells[f'reject_{t}'].between(0, 1).all()
     assert cells.reliability_ratio.notna().all() and (cells.n_data == 3).all()
+    fpp = pd.read_csv(tmp_outputs/'tables'/'corrgap_calibration_fp_plain.csv')      # the plain test's false positives on more datasets
+    assert len(fpp) == 1*2*2 and (fpp.n_data_fp == 6).all() and (fpp.fp_plain_lo <= fpp.fp_plain).all()
+    assert '(6 datasets per cell)' in (tmp_outputs/'tables'/'corrgap_calibration_text.md').read_text()
     assert (tmp_outputs/'figures'/'corrgap_calibration.png').exists() and (tmp_outputs/'tables'/'corrgap_calibration_text.md').exists()
     cells_nb = json.loads(out.read_text())['cells']
     assert not [o for c in cells_nb for o in c.get('outputs', []) if o.get('name') == 'stderr'], 'stderr in the executed notebook'
