@@ -17,10 +17,11 @@ from . import DATASETS, closest, get_spec, load, as_dataset, raw_dir, group_file
 # %% auto #0
 __all__ = ['JUDGMENT_COLUMNS', 'JUDGMENT_SOURCES', 'MAX_SAMPLE', 'slug', 'judgments_path', 'save_judgments', 'write_parquet',
            'JudgmentSource', 'reader', 'Replay', 'judgment_rows', 'range_checked', 'parse_rts', 'parse_choice',
-           'parse_stars', 'parse_geval_sample', 'parse_batch', 'parsed_row', 'pooled_correlations', 'list_judgments',
-           'load_judgments', 'judgment_scores', 'score_coverage', 'judgments_inputs', 'authors_scores', 'run_probes',
-           'authors_correlations', 'rule_differences', 'JudgmentImportError', 'check_judge_name', 'check_model_name',
-           'validate_judgments', 'import_judgments', 'as_judgments', 'store_import']
+           'parse_stars', 'parse_geval_sample', 'parse_batch', 'parsed_row', 'pooled_correlations',
+           'grouped_correlations', 'list_judgments', 'load_judgments', 'judgment_scores', 'score_coverage',
+           'judgments_inputs', 'authors_scores', 'run_probes', 'authors_correlations', 'rule_differences',
+           'JudgmentImportError', 'check_judge_name', 'check_model_name', 'validate_judgments', 'import_judgments',
+           'as_judgments', 'store_import']
 
 # %% ../../nbs/data/01a_judgments.ipynb #0a4e7b19
 JUDGMENT_COLUMNS = ['item_id', 'dimension', 'judge', 'model', 'score', 'rationale', 'sample', 'parse_ok', 'failure']
@@ -262,6 +263,21 @@ def pooled_correlations(pred, human)->dict:
     ok = np.isfinite(pred) & np.isfinite(human)
     p, h = np.asarray(pred)[ok], np.asarray(human)[ok]
     return dict(spearman=stats.spearmanr(h, p)[0], pearson=stats.pearsonr(h, p)[0], kendall=stats.kendalltau(h, p)[0], n=int(ok.sum()))
+
+# %% ../../nbs/data/01a_judgments.ipynb #c79ad719
+def grouped_correlations(pred, human, groups)->dict:
+    """Pearson, Spearman and Kendall of `pred` against `human` inside each group (a document, a conversation), averaged over
+    the groups where both vary (a summary- or conversation-level correlation), and that count `n`."""
+    g = pd.DataFrame(dict(g=np.asarray(groups), p=np.asarray(pred, float), h=np.asarray(human, float)))
+    acc = dict(pearson=0., spearman=0., kendall=0.)
+    n = 0
+    for _, x in g.groupby('g', sort=False):
+        if x.h.nunique() <= 1 or x.p.nunique() <= 1: continue
+        acc['pearson'] += stats.pearsonr(x.p, x.h)[0]
+        acc['spearman'] += stats.spearmanr(x.p, x.h)[0]
+        acc['kendall'] += stats.kendalltau(x.p, x.h)[0]
+        n += 1
+    return {**{k: v/n if n else np.nan for k, v in acc.items()}, 'n': n}
 
 # %% ../../nbs/data/01a_judgments.ipynb #05ab7861
 def list_judgments(name:str)->pd.DataFrame:

@@ -6,7 +6,7 @@ import ast, json, re
 import choix
 import numpy as np, pandas as pd
 from ..data import register, get_spec, human_rows, DataError
-from ..data.judgments import reader, judgment_rows, range_checked, parsed_row, pooled_correlations, parse_rts, parse_choice, parse_stars
+from ..data.judgments import reader, judgment_rows, range_checked, parsed_row, pooled_correlations, grouped_correlations, parse_rts, parse_choice, parse_stars
 
 # %% auto #0
 __all__ = ['PAIRWISE_METHODS', 'load_raw', 'crowd_ratings', 'read_alttest', 'read_llm_summeval', 'pairwise_outcomes',
@@ -255,10 +255,7 @@ def pairwise_scores(o:pd.DataFrame, # `pairwise_outcomes`: one row per compariso
 
 def _summary_spearman(s:pd.DataFrame, hm:pd.DataFrame, dim:str)->float:
     "Summary-level Spearman of item scores `s` (one dimension) with the human means: per document, averaged over documents where both vary."
-    from scipy import stats
-    g = pd.DataFrame(dict(doc=s.item_id.str.split('__').str[0].values, p=s.score.values, h=hm.loc[s.item_id, dim].values))
-    r = [stats.spearmanr(x.p, x.h)[0] for _, x in g.groupby('doc', sort=False) if x.p.nunique() > 1 and x.h.nunique() > 1]
-    return float(np.mean(r)) if r else np.nan
+    return float(grouped_correlations(s.score.values, hm.loc[s.item_id, dim].values, s.item_id.str.split('__').str[0].values)['spearman'])
 
 # %% ../../nbs/datasets/summeval.ipynb #79cea225
 def _position_counts(ds, o:pd.DataFrame)->pd.DataFrame:

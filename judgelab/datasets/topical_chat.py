@@ -7,7 +7,7 @@ import numpy as np, pandas as pd
 from scipy import stats
 from ..data import register, human_rows, DataError
 from ..llm.parse import parse_rating
-from ..data.judgments import reader, judgment_rows, range_checked, parsed_row, pooled_correlations, parse_geval_sample, parse_batch
+from ..data.judgments import reader, judgment_rows, range_checked, parsed_row, pooled_correlations, grouped_correlations, parse_geval_sample, parse_batch
 
 # %% auto #0
 __all__ = ['read_analyze_rate', 'read_rate_explain', 'read_geval_no_auto_cot', 'read_llm_eval_no_cot',
@@ -137,7 +137,6 @@ def _cl_authors(ds, d, rule, folder='closerlook_geval', mode='geval'):
 # %% ../../nbs/datasets/topical_chat.ipynb #d4d86ebd
 def _cl_procedure(ds, s):
     "all_eval.py's meta(): mode A pooled over items, mode B per conversation (source) averaged over conversations whose human and judge scores both vary."
-    from scipy import stats
     hm = ds.human_mean()
     src = ds.items.set_index('item_id').source
     rows = []
@@ -146,16 +145,9 @@ def _cl_procedure(ds, s):
         p = g.score.values
         a = pooled_correlations(p, h)
         rows += [dict(judge=judge, model=model, dimension=dim, statistic=f'{k} (pooled, their mode A)', value=a[k], n=a['n']) for k in ('pearson', 'spearman', 'kendall')]
-        acc = dict(pearson=0., spearman=0., kendall=0.)
-        k_docs = 0
-        for _, gg in pd.DataFrame(dict(s=src.reindex(g.item_id).values, p=p, h=h)).groupby('s', sort=False):
-            if gg.h.nunique() <= 1 or gg.p.nunique() <= 1: continue
-            acc['pearson'] += stats.pearsonr(gg.p, gg.h)[0]
-            acc['spearman'] += stats.spearmanr(gg.p, gg.h)[0]
-            acc['kendall'] += stats.kendalltau(gg.p, gg.h)[0]
-            k_docs += 1
-        rows += [dict(judge=judge, model=model, dimension=dim, statistic=f'{k} (per conversation, their mode B)', value=v/k_docs if k_docs else np.nan, n=k_docs)
-                 for k, v in acc.items()]
+        b = grouped_correlations(p, h, src.reindex(g.item_id).values)
+        rows += [dict(judge=judge, model=model, dimension=dim, statistic=f'{k} (per conversation, their mode B)', value=b[k], n=b['n'])
+                 for k in ('pearson', 'spearman', 'kendall')]
     return pd.DataFrame(rows)
 
 # %% ../../nbs/datasets/topical_chat.ipynb #e314f544

@@ -523,19 +523,26 @@ def binarised_kappa(w:pd.DataFrame, # models x items, scores on one rating scale
 
 
 # %% ../../nbs/report/11b_tables.ipynb #364cc123
+def _resample_items(v:np.ndarray, rng)->np.ndarray:
+    "The columns (items) of a models x items array drawn with replacement."
+    return v[:, rng.integers(0, v.shape[1], v.shape[1])]
+
+def _model_rhos(w:pd.DataFrame, h:pd.Series)->list:
+    "Each model's (row of `w`) Spearman with the human means `h` on the items it scored."
+    return [correlation(w.loc[m].dropna().values, h.reindex(w.loc[m].dropna().index).values, 'spearman', 'sample').value for m in w.index]
+
 def _alpha_ci(w:pd.DataFrame, n_boot:int, rng)->tuple:
     "Krippendorff's alpha (interval) of models x items and its 95% percentile CI over items resampled with replacement."
     a = krippendorff_alpha(w.values, 'interval')
     if not n_boot or not np.isfinite(a): return a, np.nan, np.nan
-    v = w.values
-    bs = [krippendorff_alpha(v[:, rng.integers(0, v.shape[1], v.shape[1])], 'interval') for _ in range(n_boot)]
+    bs = [krippendorff_alpha(_resample_items(w.values, rng), 'interval') for _ in range(n_boot)]
     lo, hi = np.nanpercentile(bs, [2.5, 97.5])
     return a, lo, hi
 
 def _group_row(w:pd.DataFrame, h:pd.Series, dd, n_boot:int, rng)->dict:
     "One group of models on one dimension: alpha with its CI, the binarised kappas, the spread of the models' Spearman with humans."
     a, lo, hi = _alpha_ci(w, n_boot, rng)
-    rho = [correlation(w.loc[m].dropna().values, h.reindex(w.loc[m].dropna().index).values, 'spearman', 'sample').value for m in w.index]
+    rho = _model_rhos(w, h)
     return dict(models=len(w), items=w.shape[1], alpha=a, alpha_lo=lo, alpha_hi=hi, kappa_mid_no=binarised_kappa(w, dd.lo, dd.hi, 0),
                 kappa_mid_yes=binarised_kappa(w, dd.lo, dd.hi, 1), rho_mean=np.nanmean(rho), rho_sd=np.nanstd(rho, ddof=1), rho_min=np.nanmin(rho), rho_max=np.nanmax(rho))
 
@@ -588,14 +595,14 @@ def _alpha_diff(low:pd.DataFrame, high:pd.DataFrame, n_boot:int, rng)->dict:
     a, b = krippendorff_alpha(low.values, 'interval'), krippendorff_alpha(high.values, 'interval')
     lo = hi = np.nan
     if n_boot and np.isfinite(a - b):
-        draw = lambda v: v[:, rng.integers(0, v.shape[1], v.shape[1])]
-        bs = [krippendorff_alpha(draw(low.values), 'interval') - krippendorff_alpha(draw(high.values), 'interval') for _ in range(n_boot)]
+        bs = [krippendorff_alpha(_resample_items(low.values, rng), 'interval') - krippendorff_alpha(_resample_items(high.values, rng), 'interval')
+              for _ in range(n_boot)]
         lo, hi = np.nanpercentile(bs, [2.5, 97.5])
     return dict(alpha_low=a, alpha_high=b, diff=a - b, diff_lo=lo, diff_hi=hi)
 
 def _mean_rho(w:pd.DataFrame, h:pd.Series)->float:
     "The models' mean Spearman with the human means on the items of `w`."
-    return float(np.nanmean([correlation(w.loc[m].dropna().values, h.reindex(w.loc[m].dropna().index).values, 'spearman', 'sample').value for m in w.index]))
+    return float(np.nanmean(_model_rhos(w, h)))
 
 def likert_quality_agreement(J:dict, # dataset -> judgments (published ones have source 'published')
                              data:dict, # dataset -> Dataset
