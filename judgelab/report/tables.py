@@ -2274,7 +2274,7 @@ def _cost_line(power:pd.DataFrame, gap:float=0.05)->str:
     c = power[(power.sized_plain - power.sized_corrected > gap) & power.null_corr.notna()] if 'null_corr' in power else power.iloc[:0]
     if not len(c): return ''
     return (f"- **What the correction costs**: at equal size the corrected test has less power than the plain one by more than {gap:g} in {len(c)} cells "
-            f"({', '.join(f'{_cellname(r)}' for _, r in c.iterrows())}). There the correlation over datasets (at no dependence) of the observed excess "
+            f"({'; '.join(_cellname(r) for _, r in c.iterrows())}). There the correlation over datasets (at no dependence) of the observed excess "
             f"with its fitted null mean is {c.null_corr.min():+.2f} to {c.null_corr.max():+.2f} (below 0 in {int((c.null_corr < 0).sum())}: the error of the "
             f"fitted model runs against the excess), and the corrected excess varies {c.sd_ratio.min():.2f}-{c.sd_ratio.max():.2f} times as much as the plain "
             "one: the null mean is estimated from the same data, and its error is what the correction costs.")
