@@ -132,7 +132,7 @@ BENCH_BACKENDS ?= --dataset summeval --methods analyze_rate,geval --items 2 --di
 bench: venv data
 	$(BIN)/python bench/bench_main_job.py
 	$(BIN)/python bench/bench_cli.py
-	$(BIN)/python bench/bench_stats.py --only table audit null
+	$(BIN)/python bench/bench_stats.py --only table audit null null_batch
 	$(BIN)/python bench/bench_backends.py $(BENCH_BACKENDS)
 
 bench-all: bench

@@ -15,6 +15,9 @@ Issue 23's section (`make bench` runs it too):
   resample's correlations plus the full fit's attenuation offset, one closed-form fit).
 - `null_pair`: one HANNA pair's null for every published judge (`n_sim` 100), the inner loop without and with the refit
   of each simulated dataset that gives the null's spread the fit's error and its correlation with the excess.
+- `null_batch`: the simulated datasets of one HANNA pair's null (every published judge, `n_sim` 100) and of a
+  calibration cell (8 judges, 400 items, 30 datasets): each dataset's excess by `human_baseline` one dataset at a time
+  (before) vs all datasets at once (`_sim_excess`, today), the same datasets; the excesses must agree within 1e-12.
 Issues 22 and 23's section (the cold main job in 20 min):
 - `speed`: HANNA's alt-test table (every published judge, per dimension and pooled) with the vectorised comparisons vs the
   per-instance loop (the same inputs, paired and alternating; p-values and rho must be equal); with `--old DIR` (a
@@ -479,6 +482,47 @@ def main_null_pair(n_sim=100, repeats=3, target='relevance', other='engagement')
     print(f"  matched_null as a whole (today)      : {np.median(t_full):8.2f} s")
     return dict(before=t['before'], today=t['today'], full=t_full)
 
+def _drawn_sims(m, P, R_t, R_o, W, rng, K):
+    "The simulated datasets of a null, drawn as `matched_null` draws them (the model fitted to each resample, the data's missing cells)."
+    n, out = len(R_t), []
+    for b in range(len(W)):
+        idx = np.repeat(np.arange(n), W[b])
+        mb = CG.fit_null({k: v[idx] for k, v in P.items()}, R_t[idx], R_o[idx], offset=m.offset, shared=m.shared)
+        mb.masks = m.masks
+        out.append(mb.observed(mb.gaussian(n, rng))[0])
+    return np.stack(out)
+
+def _null_batch_case(name, P, R_t, R_o, docs, n_sim, repeats, exchangeable=False):
+    "One case of `null_batch`: per-dataset `human_baseline` vs `_sim_excess` on the same simulated datasets."
+    K, names = R_t.shape[1], list(P)
+    m = CG.fit_null(P, R_t, R_o, shared=exchangeable)
+    Xs = _drawn_sims(m, P, R_t, R_o, bootstrap_weights(docs, n_sim, 2), np.random.default_rng(1), K)
+    one = lambda: np.array([human_baseline({k: X[:, 2*K + j] for j, k in enumerate(names)}, X[:, :K], X[:, K:2*K], n_boot=0).excess.to_numpy() for X in Xs]).T
+    t, r = _paired(dict(before=one, today=lambda: CG._sim_excess(Xs, K, 'spearman', 'exact')), repeats)
+    d = np.nanmax(np.abs(r['before'] - r['today']))
+    assert np.array_equal(np.isnan(r['before']), np.isnan(r['today'])) and d <= 1e-12, f'{name}: the excesses differ by {d}'
+    b, a = np.median(t['before']), np.median(t['today'])
+    print(f"  {name}: {len(P)} judges, {len(R_t)} items, {n_sim} datasets: one at a time {b:7.2f} s, at once {a:7.2f} s "
+          f"(x{b/a:.1f} faster, paired median of {repeats}; largest difference {d:.1e})")
+    return dict(before=t['before'], today=t['today'])
+
+def main_null_batch(n_sim=100, repeats=3, target='relevance', other='engagement'):
+    "Issue 23 (speed): the excess of every simulated dataset of a null, one dataset at a time vs all at once."
+    ds, J, dims = _load_hanna_audit_inputs()
+    from judgelab.data.judgments import as_judgments
+    s = judgment_scores(as_judgments(J, ds)); hm = ds.human_mean()
+    wide = {k: g.pivot(index='item_id', columns='dimension', values='score').reindex(hm.index) for k, g in s.groupby(['judge', 'model'])}
+    P = {k: w[target].values for k, w in wide.items() if target in w}
+    P = {k: v for k, v in P.items() if np.isfinite(v).sum() >= 6 and np.nanstd(v) > 0}
+    docs = ds.items.set_index('item_id').doc_id.reindex(hm.index).values
+    print(f"(null_batch) the simulated datasets' excess, one dataset at a time vs all at once (load average {_load()})")
+    out = {'hanna': _null_batch_case(f'HANNA {target} x {other}', P, rater_slots(ds, target).values, rater_slots(ds, other).values, docs, n_sim, repeats, True)}
+    s_ = CG.sigma_for_alpha(0.2)
+    sims = {(jn, w): CG.simulate_raters(400, 3, s_, 0.5, w=w, judge_sigma=jn*s_, seed=0) for jn in (0.1, 0.5, 1.0, 2.0) for w in (0.0, 0.4)}
+    P2, f = {f'noise {jn:g}x, w {w:g}': v['pred'] for (jn, w), v in sims.items()}, sims[(0.1, 0.0)]
+    out['calibration'] = _null_batch_case('a calibration cell (alpha 0.2)', P2, f['R_t'], f['R_o'], f['docs'], 30, repeats, True)
+    return out
+
 def main_speed(pairs=1, old=None, scale=1.0):
     "Issues 22/23: the alt-test table fast vs the loop; with `old`, the full HANNA audit by the former and today's code."
     ds, J, dims = _load_hanna_audit_inputs()
@@ -545,7 +589,7 @@ def _compare_tables(a:dict, b:dict)->float:
             else: assert u.astype(str).tolist() == v.astype(str).tolist(), (k, c)
     return worst
 
-SECTIONS = ('table', 'audit', 'null', 'null_pair', 'speed', 'corrgap', 'baseline', 'masks', 'kendall')
+SECTIONS = ('table', 'audit', 'null', 'null_pair', 'null_batch', 'speed', 'corrgap', 'baseline', 'masks', 'kendall')
 
 if __name__ == '__main__':
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -563,6 +607,7 @@ if __name__ == '__main__':
     if on('audit'): main_audit(a.targets, 2999, 1000, a.pairs)
     if on('null'): main_null(100, a.pairs)
     if on('null_pair'): main_null_pair(100, max(a.pairs, 3))
+    if on('null_batch'): main_null_batch(100, max(a.pairs, 3))
     if on('speed'): main_speed(a.pairs, a.old, a.scale)
     if on('corrgap'): main(a.n_perm, repeats=a.repeats)
     if on('baseline'): main_baseline(a.n_boot, a.n_perm)

@@ -2148,18 +2148,24 @@ def calibration_power(runs:pd.DataFrame, # `calibration_runs`
 
 # %% ../../nbs/report/11b_tables.ipynb #8294535d
 def calibration_fp_plain(p:dict, # the template's PARAMS: `n_data_fp` datasets per (rater alpha, variant) (default `n_data`)
+                         runs:pd.DataFrame|None=None, # `calibration_runs(p)`: its w = 0 rows stand for the first `n_data` datasets (not simulated again)
                         )->pd.DataFrame: # one row per (rater alpha, variant, judge noise)
     """The plain excess test's false positives on `n_data_fp` simulated datasets per (rater alpha, variant), more than the
     `n_data` of `calibration_runs`, whose datasets are the first `n_data` of these (the same seeds, raters and judges, so
     the same p-values). The plain test needs no null simulations, so whether it is calibrated in a cell is decided on many
     datasets at little cost. Per cell: `fp_plain`, the share of p < alpha_level with a Wilson 95% CI, and the mean excess
     at no dependence with a 95% CI over datasets (the bias the corrected test removes)."""
-    rows = []
+    rows, n = [], p.get('n_data_fp', p['n_data'])
     for a in p['alphas']:
         sigma = sigma_for_alpha(a)
         for v in p['variants']:
-            n = p.get('n_data_fp', p['n_data'])
-            for i in range(n):
+            start = 0
+            if runs is not None:
+                r0 = runs[(runs.alpha == a) & (runs.variant == v) & (runs.w == 0)]
+                assert len(r0) == p['n_data']*len(p['judge_noise']), f'runs must be calibration_runs of these parameters: {len(r0)} rows at alpha {a:g}, {v}, w = 0'
+                rows += [dict(alpha=a, variant=v, judge_noise=r.judge_noise, excess=r.excess, p_excess=r.p_excess) for r in r0.itertuples()]
+                start = p['n_data']
+            for i in range(start, n):
                 s = p['seed'] + i
                 R_t, R_o, docs, P = _simulated_judges(p, sigma, v, s, (0.0,))
                 hb = human_baseline(P, R_t, R_o, docs=docs, method=p['method'], n_boot=p['n_boot'], seed=s)

@@ -611,22 +611,89 @@ def _row_codes(X):
     if X.ndim == 2 and X.strides[0] == 0:
         u, c = np.unique(X[0], return_inverse=True)
         return np.broadcast_to(c.ravel(), X.shape), len(u)
-    o = np.argsort(X, axis=1, kind='stable')
+    o = np.argsort(X, axis=1)                                   # equal values get one code in any order: no stable sort needed
     Xs = np.take_along_axis(X, o, 1)
     new = np.c_[np.zeros((len(X), 1), int), Xs[:, 1:] != Xs[:, :-1]].cumsum(1)
     C = np.empty_like(new)
     np.put_along_axis(C, o, new, 1)
     return C, int(new[:, -1].max()) + 1
 
+# %% ../../nbs/stats/06_corrgap.ipynb #f75b7570
+def _order_rows(K):
+    "Each row's positions in ascending K (integers >= 0), equal keys in any order: a radix sort where the keys fit 16 bits."
+    return np.argsort(K.astype(np.int16), axis=1, kind='stable') if K.max(initial=0) < 2**15 else np.argsort(K, axis=1)
+
+def _first_rows(X, # (B, m) weights
+                grp, # (B, m) group of each item per row: codes 0..G-1
+                key, # (B, m) sort key per row: integers >= 0
+                quota, # (B, G) weight each group keeps per row
+                o, # (B, m) each row's items with each group's together and, inside a group, `key` ascending (equal keys in any order)
+               )->np.ndarray: # (B, m) the share of each weight kept
+    """In each row and group, the first `quota` weight in ascending `key`, the run of equal keys that the quota cuts shared
+    (each member scaled by the places left over the run's weight): `_first_copies` with `share`, a group and key per row."""
+    B, m = X.shape
+    comp = grp*(int(key.max(initial=0)) + 1) + key
+    ks, gs = np.take_along_axis(comp, o, 1), np.take_along_axis(grp, o, 1)
+    cum = np.cumsum(np.take_along_axis(X, o, 1), 1)
+    ex = np.c_[np.zeros((B, 1)), cum[:, :-1]]                                   # weight ahead of each position
+    pos, one = np.arange(m), np.ones((B, 1), bool)
+    brk = ks[:, 1:] != ks[:, :-1]
+    first = np.maximum.accumulate(np.where(np.c_[one, brk], pos, 0), 1)          # first and last position of each run of equal keys
+    last = (m - 1) - np.maximum.accumulate(np.where(np.c_[brk, one][:, ::-1], pos, 0), 1)[:, ::-1]
+    gfirst = np.maximum.accumulate(np.where(np.c_[one, gs[:, 1:] != gs[:, :-1]], pos, 0), 1)   # first position of each group
+    exf = np.take_along_axis(ex, first, 1)
+    A = exf - np.take_along_axis(ex, gfirst, 1)                                  # weight ahead of the run, in its group
+    T = np.take_along_axis(cum, last, 1) - exf                                   # weight of the run
+    R = np.take_along_axis(quota, gs, 1) - A                                     # places the group has left where the run starts
+    with np.errstate(invalid='ignore', divide='ignore'): f = np.where(T <= R, 1.0, np.where(R > 0, R/T, 0.0))
+    F = np.empty_like(f)
+    np.put_along_axis(F, o, f, 1)
+    return F
+
+# %% ../../nbs/stats/06_corrgap.ipynb #0d09beb9
+def _ref_codes(T, O, bins)->tuple:
+    """What `_split_rows` sorts once for many weightings of rows with references T, O (B, m) of their own: each item's
+    category per row (its pair of reference values: codes 0..nc-1), and each category's codes of T, of O and of T's stratum, with their bounds."""
+    (CT, nT), (CO, nO), (S, G) = _row_codes(T), _row_codes(O), _row_codes(_bins(T, bins))
+    cat, nc = _row_codes(CT*nO + CO)
+    def per(C):                                                                  # a category's code: that of every item in it
+        out = np.zeros((len(T), nc), np.int64)
+        np.put_along_axis(out, cat, C, 1)
+        return out
+    return cat, nc, per(CT), nT, per(CO), nO, per(S), G
+
+def _split_rows(M, # (B, m) weights of the items per row (0: absent)
+                T, O, # (B, m) references for the target and the non-target, one set per row
+                bins='exact', # strata, as in `corrgap` ('exact', 'round' or dict(edges=...))
+                codes=None, # `_ref_codes(T, O, bins)`, when already computed
+               )->tuple: # (KL, KH), (B, m) each
+    """`split_counts` with ties='fractional' and distribution control, for rows with references of their own. As there,
+    items with the same pair of references form a category, and the split is made on the categories' weights."""
+    M = np.asarray(M, float)
+    B = len(M)
+    cat, nc, ct, nT, co, nO, sc, G = _ref_codes(T, O, bins) if codes is None else codes
+    Wc = np.bincount((cat + nc*np.arange(B)[:, None]).ravel(), weights=M.ravel(), minlength=B*nc).reshape(B, nc)
+    D2 = np.rint(np.abs(2*_rank_rows(ct, Wc, nT) - 2*_rank_rows(co, Wc, nO))).astype(np.int64)   # twice the ranks: integers
+    Dm = int(D2.max(initial=0))
+    k = np.floor(Wc.sum(1, keepdims=True)/2)
+    zero, o = np.zeros((B, nc), np.int64), _order_rows(D2)
+    fL, fH = _first_rows(Wc, zero, D2, k, o), _first_rows(Wc, zero, Dm - D2, k, o[:, ::-1])   # reversed: D descending
+    cell = (sc + G*np.arange(B)[:, None]).ravel()
+    per = lambda K: np.bincount(cell, weights=K.ravel(), minlength=B*G).reshape(B, G)
+    q = np.minimum(per(Wc*fH), per(Wc*fL))                                       # each stratum's quota
+    o = _order_rows(sc*(Dm + 1) + D2)                                            # by stratum, then D (reversed: strata and D descending)
+    fL, fH = fL*_first_rows(Wc*fL, sc, D2, q, o), fH*_first_rows(Wc*fH, sc, Dm - D2, q, o[:, ::-1])
+    return M*np.take_along_axis(fL, cat, 1), M*np.take_along_axis(fH, cat, 1)
+
 # %% ../../nbs/stats/06_corrgap.ipynb #b9122850
 def _corr_gaps(X, y, KL, KH, method):
-    "Weighted Pearson or Spearman (weighted average ranks) of each row of X (J, n) with y (n,) in the group weighted by KL (J, n) minus in KH's; 0: absent."
+    "Weighted Pearson or Spearman (weighted average ranks) of each row of X (J, n) with y (n,), or with its own reference per row (J, n), in the group weighted by KL (J, n) minus in KH's; 0: absent."
+    Y = np.broadcast_to(y, X.shape)
     if method == 'spearman':
         Cx, Tx = _row_codes(X)
-        uy, cy = np.unique(y, return_inverse=True)
-        Cy = np.broadcast_to(cy.ravel(), X.shape)
+        Cy, Ty = _row_codes(Y)
     def r(L):
-        Xr, Yr = (_rank_rows(Cx, L, Tx), _rank_rows(Cy, L, len(uy))) if method == 'spearman' else (X, np.broadcast_to(y, L.shape))
+        Xr, Yr = (_rank_rows(Cx, L, Tx), _rank_rows(Cy, L, Ty)) if method == 'spearman' else (X, Y)
         LX, LY = L*Xr, L*Yr
         return _r_from_sums(L.sum(1), LX.sum(1), LY.sum(1), (LX*Xr).sum(1), (LY*Yr).sum(1), (LX*Yr).sum(1))
     return r(KL) - r(KH)
@@ -856,7 +923,7 @@ def _fit_closed(C, K, J, shared:bool=False):
     lim = 0.98*np.sqrt((1 - lt**2)*(1 - lo**2))
     if shared: halo = np.full(K, np.nanmean(halo))
     halo = np.clip(halo, -lim, lim)
-    lam = [float(np.clip(np.nanmean(C[2*K + j, T]/lt), 0.01, 0.995)) for j in range(J)]
+    lam = [float(v) for v in np.clip(np.nanmean(C[2*K:, T]/lt, 1), 0.01, 0.995)] if J else []
     return lt, lo, rho, halo, lam
 
 # %% ../../nbs/stats/06_corrgap.ipynb #9eea8c84
@@ -974,6 +1041,67 @@ def _null_refused(P:dict, names:list, R_t, R_o, min_agreement:float)->pd.DataFra
     note = f'not identified: mean correlation between rater slots {agree[0]:.3f} (target), {agree[1]:.3f} (non-target) < {min_agreement}'
     return pd.DataFrame([dict(judge=k, n_sim=0, null_note=note) for k in P])
 
+# %% ../../nbs/stats/06_corrgap.ipynb #0492cee9
+def _wcorr(Xr, Yr, L):
+    "Weighted Pearson r of Xr and Yr with weights L (broadcastable; items on the last axis)."
+    LX, LY = L*Xr, L*Yr
+    return _r_from_sums(L.sum(-1), LX.sum(-1), LY.sum(-1), (LX*Xr).sum(-1), (LY*Yr).sum(-1), (LX*Yr).sum(-1))
+
+def _sim_excess(Xs, # (B, n, 2K + J) datasets: the K rater slots of t, of o, then the judges (NaN: missing, the same cells in every dataset)
+                K:int, method:str, bins,
+                max_cells:int=4_000_000, # judge rows x items ranked at once
+               )->np.ndarray: # (J, B) excess of each judge on each dataset
+    """The excess of every judge on every dataset at once, as `human_baseline(n_boot=0, ties='fractional')` gives it dataset
+    by dataset (Pearson or Spearman). Each slot's references are coded once for all judges; a judge's ranks in a group
+    are its own, the references' are shared by every judge with the same scored items."""
+    B, n, c = Xs.shape
+    J, sp = c - 2*K, method == 'spearman'
+    Hs, Js = np.zeros((J, B)), np.zeros((J, B))
+    fin = np.isfinite(Xs[0])
+    V = np.nan_to_num(Xs[:, :, 2*K:]).transpose(2, 0, 1)                        # (J, B, n); an absent score: weight 0
+    CV, nV = _row_codes(V.reshape(J*B, n)) if sp else (None, 0)
+    ranks = lambda C, nC, L, X: _rank_rows(C, L, nC) if sp else X
+    for a in range(K):
+        rest = [x for x in range(K) if x != a]
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore', RuntimeWarning)         # an item without other ratings: NaN reference
+            rt, ro = np.nanmean(Xs[:, :, rest], 2), np.nanmean(Xs[:, :, [K + x for x in rest]], 2)
+        base = np.isfinite(rt[0]) & np.isfinite(ro[0]) & fin[:, a]
+        T, R = rt[:, base], Xs[:, base, a]
+        codes, (CR, nR), (CT, nT) = _ref_codes(T, ro[:, base], bins), _row_codes(R), _row_codes(T)
+        groups = {}                                                  # judges with the same scored items share one split
+        for j in range(J): groups.setdefault((base & fin[:, 2*K + j]).tobytes(), []).append(j)
+        for key, js in groups.items():
+            ok = np.frombuffer(key, bool)[base]
+            if ok.sum() < 6:
+                Hs[js] = Js[js] = np.nan
+                continue
+            for L, sign in zip(_split_rows(np.broadcast_to(ok.astype(float), T.shape), T, ro[:, base], bins, codes), (1, -1)):
+                Yr = ranks(CT, nT, L, T)
+                Hs[js] += sign*_wcorr(ranks(CR, nR, L, R), Yr, L)
+                step = max(1, max_cells//T.size)
+                for s in range(0, len(js), step):
+                    g = js[s:s + step]
+                    Cg = CV.reshape(J, B, n)[g][:, :, base].reshape(-1, T.shape[1]) if sp else None
+                    Xr = ranks(Cg, nV, np.tile(L, (len(g), 1)), None).reshape(len(g), B, -1) if sp else V[g][:, :, base]
+                    Js[g] += sign*_wcorr(Xr, Yr, L)
+    return (Js - Hs)/K
+
+# %% ../../nbs/stats/06_corrgap.ipynb #156527e1
+def _fill_sims(drawn:list, # (b, judge positions, simulated dataset) per simulation
+               masks:np.ndarray, # (n, 2K + J) the data's observed cells
+               K:int, method:str, bins, sims:np.ndarray):
+    "Put each judge's excess on every simulated dataset in `drawn` into `sims` (judges, n_sim), computed at once by `_sim_excess`; a judge left out of simulation b gets NaN there."
+    J = masks.shape[1] - 2*K
+    Xs = np.zeros((len(drawn), *masks.shape))
+    have = np.zeros((J, len(drawn)), bool)
+    for i, (b, js, X) in enumerate(drawn):
+        Xs[i][:, :2*K] = X[:, :2*K]
+        Xs[i][:, 2*K + np.asarray(js)] = X[:, 2*K:]                # a judge not simulated here: a placeholder column
+        have[js, i] = True
+    Xs[:, ~masks] = np.nan
+    sims[:, [b for b, _, _ in drawn]] = np.where(have, _sim_excess(Xs, K, method, bins), np.nan)
+
 # %% ../../nbs/stats/06_corrgap.ipynb #628b5f65
 def _offset_of(offset, K:int, js:list):
     "The part of a fit's `offset` for the rater slots and the judges at positions `js`."
@@ -984,12 +1112,15 @@ def _simulate_null(m:NullModel, P:dict, R_t, R_o, clusters, n_sim:int, seed:int,
     """(sims, th, tr): per judge and simulation, the excess of a dataset simulated from the model fitted to a bootstrap
     resample of `clusters` (NaN where the resample cannot be fitted), the parameters it was drawn from and those refitted to it.
     Simulation b draws from its own stream, and a judge with fewer than 3 scores in resample b misses that simulation
-    alone: each judge's simulations are those it would get if it were the only judge."""
+    alone: each judge's simulations are those it would get if it were the only judge. With ties='fractional' and Pearson or
+    Spearman (strata 'exact', 'round' or edges), the excesses of all simulated datasets are computed at once (`_sim_excess`),
+    else one dataset at a time."""
     names, (n, K) = list(P), R_t.shape
     W = bootstrap_weights(clusters, n_sim, seed + 2)
     sims = np.full((len(names), n_sim), np.nan)
     th = np.full((len(names), n_sim, 5), np.nan)
     tr = th.copy()
+    drawn = [] if ties == 'fractional' and method != 'kendall' and isinstance(bins, (str, dict)) else None
     for b in range(n_sim):
         rng = np.random.default_rng([seed + 1, b])
         idx = np.repeat(np.arange(n), W[b])
@@ -1001,10 +1132,12 @@ def _simulate_null(m:NullModel, P:dict, R_t, R_o, clusters, n_sim:int, seed:int,
         mb.masks = m.masks[:, np.r_[np.arange(2*K), 2*K + np.asarray(js)]]     # the data's items and missing cells
         X = mb.observed(mb.gaussian(n, rng))[0]
         sim = {k: X[:, 2*K + i] for i, k in enumerate(fit)}
-        sims[js, b] = human_baseline(sim, X[:, :K], X[:, K:2*K], method=method, bins=bins, n_boot=0, ties=ties).excess.to_numpy()
+        if drawn is not None: drawn.append((b, js, X))                # its excess below, with the others'
+        else: sims[js, b] = human_baseline(sim, X[:, :K], X[:, K:2*K], method=method, bins=bins, n_boot=0, ties=ties).excess.to_numpy()
         try: mr = fit_null(sim, X[:, :K], X[:, K:2*K], offset=_offset_of(m.offset, K, js), shared=m.shared)
         except ValueError: continue                                  # a simulated column with < 3 scores: no refit
         th[js, b], tr[js, b] = _null_params(mb, fit), _null_params(mr, fit)   # drawn from, and refitted to, this dataset
+    if drawn: _fill_sims(drawn, m.masks, K, method, bins, sims)
     return sims, th, tr
 
 # %% ../../nbs/stats/06_corrgap.ipynb #0277168f
