@@ -548,7 +548,7 @@ def main_speed(pairs=1, old=None, scale=1.0):
     from pathlib import Path
     script = (
         "import sys, time, warnings, pickle, pandas as pd\n"
-        "from judgelab import data as D, judgments as JM\nfrom judgelab.stats.audits import audit\n"
+        "from judgelab import data as D\nfrom judgelab.data import judgments as JM\nfrom judgelab.stats.audits import audit\n"
         "ds = D.load('hanna'); J = pd.concat([JM.load_judgments('hanna', s) for s in JM.list_judgments('hanna').index], ignore_index=True)\n"
         "dims = [d for d in ds.spec.dim_names if d != 'overall']; J = J[J.dimension.isin(dims)]; sc = float(sys.argv[2])\n"
         "n = lambda x: max(int(x*sc), 19)\n"

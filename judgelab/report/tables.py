@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 from .. import data as D
 from ..data import judgments as JM
 from ..core import paths, sha256_file
-from ..stats import make_regressor, round_to_scale, alt_test, alt_test_inputs, percentile_ranks, corr, correlation, correlation_table, krippendorff_alpha, fleiss_kappa
+from ..stats import make_regressor, round_to_scale, alt_test, alt_test_inputs, percentile_ranks, corr, correlation, correlation_table, krippendorff_alpha, krippendorff_alpha_resamples, fleiss_kappa
 from ..stats.corrgap import corrgap, corrgap_audit, dependence_weight, human_baseline, matched_null, quality_groups, quality_threshold, quality_threshold_rule, rater_slots, sigma_for_alpha, simulate_raters
 from ..stats.audits import _cluster_boot
 from ..stats.reliability import compare_excess, human_reliability, judge_as_rater, mixed_excess, partial_audit
@@ -523,9 +523,9 @@ def binarised_kappa(w:pd.DataFrame, # models x items, scores on one rating scale
 
 
 # %% ../../nbs/report/11b_tables.ipynb #364cc123
-def _resample_items(v:np.ndarray, rng)->np.ndarray:
-    "The columns (items) of a models x items array drawn with replacement."
-    return v[:, rng.integers(0, v.shape[1], v.shape[1])]
+def _resample_items(k:int, n_boot:int, rng)->np.ndarray:
+    "(n_boot, k): the items (columns of a models x items array) drawn with replacement in each of n_boot resamples."
+    return np.stack([rng.integers(0, k, k) for _ in range(n_boot)])
 
 def _model_rhos(w:pd.DataFrame, h:pd.Series)->list:
     "Each model's (row of `w`) Spearman with the human means `h` on the items it scored."
@@ -535,7 +535,7 @@ def _alpha_ci(w:pd.DataFrame, n_boot:int, rng)->tuple:
     "Krippendorff's alpha (interval) of models x items and its 95% percentile CI over items resampled with replacement."
     a = krippendorff_alpha(w.values, 'interval')
     if not n_boot or not np.isfinite(a): return a, np.nan, np.nan
-    bs = [krippendorff_alpha(_resample_items(w.values, rng), 'interval') for _ in range(n_boot)]
+    bs = krippendorff_alpha_resamples(w.values, _resample_items(w.shape[1], n_boot, rng))
     lo, hi = np.nanpercentile(bs, [2.5, 97.5])
     return a, lo, hi
 
@@ -595,8 +595,9 @@ def _alpha_diff(low:pd.DataFrame, high:pd.DataFrame, n_boot:int, rng)->dict:
     a, b = krippendorff_alpha(low.values, 'interval'), krippendorff_alpha(high.values, 'interval')
     lo = hi = np.nan
     if n_boot and np.isfinite(a - b):
-        bs = [krippendorff_alpha(_resample_items(low.values, rng), 'interval') - krippendorff_alpha(_resample_items(high.values, rng), 'interval')
-              for _ in range(n_boot)]
+        il, ih = (np.stack(x) for x in zip(*[(rng.integers(0, low.shape[1], low.shape[1]), rng.integers(0, high.shape[1], high.shape[1]))
+                                               for _ in range(n_boot)]))                # drawn in turn, low then high
+        bs = krippendorff_alpha_resamples(low.values, il) - krippendorff_alpha_resamples(high.values, ih)
         lo, hi = np.nanpercentile(bs, [2.5, 97.5])
     return dict(alpha_low=a, alpha_high=b, diff=a - b, diff_lo=lo, diff_hi=hi)
 

@@ -15,7 +15,8 @@ from ..data.judgments import judgment_scores, as_judgments
 # %% auto #0
 __all__ = ['REGRESSOR_ORDER', 'METHODS', 'LEVELS', 'round_to_scale', 'split_indices', 'make_regressor', 'corr', 'Corr',
            'correlation', 'cluster_counts', 'bootstrap_ci', 'correlation_table', 'fdr_reject', 'fdr_adjust',
-           'AltTestResult', 'percentile_ranks', 'alt_test', 'alt_test_inputs', 'krippendorff_alpha', 'fleiss_kappa']
+           'AltTestResult', 'percentile_ranks', 'alt_test', 'alt_test_inputs', 'krippendorff_alpha',
+           'krippendorff_alpha_resamples', 'fleiss_kappa']
 
 # %% ../../nbs/stats/05_stats.ipynb #20b96105
 def round_to_scale(x, # value(s) to round
@@ -610,6 +611,30 @@ def krippendorff_alpha(data, # coders x units, NaN for missing
             v = _kd.alpha(reliability_data=a, level_of_measurement=level)
     except (ValueError, ZeroDivisionError): return np.nan
     return float(v) if np.isfinite(v) else np.nan
+
+# %% ../../nbs/stats/05_stats.ipynb #0884b3ea
+def krippendorff_alpha_resamples(data, # coders x units, NaN for missing
+                                 idx, # (B, k) the units (column indices) drawn in each of B resamples
+                                )->np.ndarray: # (B,) interval alpha of each resample
+    """Krippendorff's alpha (interval) of many resamples of the units at once, in closed form: each unit's pairable values
+    enter through their count, sum and sum of squares, so a resample is a vector of unit multiplicities. The values of
+    `krippendorff_alpha(data[:, idx[b]], 'interval')`, NaN where that is NaN (no pairable unit, one value only)."""
+    a = np.asarray(data, float)
+    idx = np.asarray(idx, int)
+    if a.ndim != 2 or a.shape[0] < 2 or idx.size == 0: return np.full(len(idx), np.nan)
+    f = np.isfinite(a)
+    m = f.sum(0).astype(float)
+    x = np.where(f, a, 0.0)
+    pair = m >= 2                                                                # pairable units
+    s1, s2 = np.where(pair, x.sum(0), 0.0), np.where(pair, (x*x).sum(0), 0.0)
+    d = np.where(pair, (2*m*s2 - 2*s1**2)/np.where(pair, m - 1, 1), 0.0)        # a unit's squared differences over its ordered pairs, / (m - 1)
+    B, U = len(idx), a.shape[1]
+    C = np.bincount((idx + U*np.arange(B)[:, None]).ravel(), minlength=B*U).reshape(B, U).astype(float)   # multiplicities
+    n, S1, S2 = C @ np.where(pair, m, 0.0), C @ s1, C @ s2
+    with np.errstate(invalid='ignore', divide='ignore'):
+        do = (C @ d)/n
+        de = (2*n*S2 - 2*S1**2)/(n*(n - 1))
+        return np.where(de > 1e-12*np.maximum(1, S2/n), 1 - do/de, np.nan)
 
 # %% ../../nbs/stats/05_stats.ipynb #f223990d
 def fleiss_kappa(counts, # items x categories: how many raters chose each category

@@ -319,29 +319,30 @@ def _strata_masks(strata_members, sizes, n_perm, rng, K, exact):
     return masks
 
 # %% ../../nbs/stats/06_corrgap.ipynb #a4951488
-def _fill_weights(strata_members, quotas, w, n_perm, rng, K, chunk=1000):
+def _fill_weights(blocks, # (start, stop) of each stratum's columns: the items of a stratum are consecutive
+                  quotas, w, n_perm, rng, K, chunk=1000):
     "Weights in L, (B, K) per chunk, of random re-splits of weighted items: in each stratum the items, in random order, fill L up to the stratum's quota (the item at the boundary is split), the rest goes to H."
     for s in range(0, n_perm, chunk):
         B = min(chunk, n_perm - s)
         KL = np.zeros((B, K))
-        for mem, q in zip(strata_members, quotas):
-            ws = w[mem]
+        for (a, b), q in zip(blocks, quotas):
+            ws, m = w[a:b], b - a
             if np.ptp(ws) <= 1e-12:                  # one weight: the s smallest random keys go whole, the next one takes the rest
-                s_ = min(int(np.floor(q/ws[0] + 1e-9)), len(mem))
+                s_ = min(int(np.floor(q/ws[0] + 1e-9)), m)
                 rest = q - s_*ws[0]
-                r = rng.random((B, len(mem)))
-                split = rest > 1e-9 and s_ < len(mem)
+                r = rng.random((B, m))
+                split = rest > 1e-9 and s_ < m
                 kth = [k for k, use in ((s_ - 1, s_ > 0), (s_, split)) if use]          # both order statistics from one partition
                 Pr = np.partition(r, kth, axis=1) if kth else None
-                sub = (r <= Pr[:, s_ - 1:s_])*ws[0] if s_ else np.zeros((B, len(mem)))
+                sub = (r <= Pr[:, s_ - 1:s_])*ws[0] if s_ else np.zeros((B, m))
                 if split: sub += (r == Pr[:, s_:s_ + 1])*rest
             else:
-                o = rng.permuted(np.broadcast_to(np.arange(len(mem)), (B, len(mem))), axis=1)   # a random order per row
+                o = rng.permuted(np.broadcast_to(np.arange(m), (B, m)), axis=1)   # a random order per row
                 wo = ws[o]
                 before = np.cumsum(wo, 1) - wo
-                sub = np.empty((B, len(mem)))
+                sub = np.empty((B, m))
                 np.put_along_axis(sub, o, np.clip(q - before, 0, wo), 1)
-            KL[:, mem] = sub
+            KL[:, a:b] = sub
         yield KL
 
 # %% ../../nbs/stats/06_corrgap.ipynb #e2f08b53
@@ -359,14 +360,14 @@ def _corrgap_inputs(pred_t, gt_t, gt_o, ids, bins)->tuple:
 
 # %% ../../nbs/stats/06_corrgap.ipynb #4b537958
 def _split_corr(p_, t_, g:dict, method:str)->tuple:
-    """(r_low, r_high, n_low, n_high, whole, engine) of a split from `split_groups`: plain correlations when no tie run is
-    shared (`whole`), else weighted ones from a `_GapEngine` on the items with weight (returned for the permutations)."""
+    """(r_low, r_high, n_low, n_high, whole) of a split from `split_groups`: plain correlations when no tie run is
+    shared (`whole`), else weighted ones from a `_GapEngine` on the items with weight."""
     whole = np.isin(g['wH'], (0, 1)).all() and np.isin(g['wL'], (0, 1)).all()   # no tie run shared: a plain split
-    if whole: return corr(p_[g['L']], t_[g['L']], method), corr(p_[g['H']], t_[g['H']], method), len(g['L']), len(g['H']), True, None
+    if whole: return corr(p_[g['L']], t_[g['L']], method), corr(p_[g['H']], t_[g['H']], method), len(g['L']), len(g['H']), True
     kept = np.flatnonzero(g['wL'] + g['wH'] > 0)
     eng = _GapEngine(p_[kept], t_[kept], method)
     r_low, r_high = (float(eng._corr_counts(g[w][None, kept])[0]) for w in ('wL', 'wH'))
-    return r_low, r_high, float(g['wL'].sum()), float(g['wH'].sum()), False, eng
+    return r_low, r_high, float(g['wL'].sum()), float(g['wH'].sum()), False
 
 # %% ../../nbs/stats/06_corrgap.ipynb #932f0900
 def _strata(g:dict, kept, control:bool)->list:
@@ -375,10 +376,10 @@ def _strata(g:dict, kept, control:bool)->list:
     return [np.nonzero(strata == v)[0] for v in np.unique(strata)]
 
 # %% ../../nbs/stats/06_corrgap.ipynb #4e149e20
-def _perm_gaps(p_, t_, g:dict, whole:bool, eng, control:bool, method:str, n_perm:int, rng)->tuple:
+def _perm_gaps(p_, t_, g:dict, whole:bool, control:bool, method:str, n_perm:int, rng)->tuple:
     """(gaps of the re-split data, whether they enumerate every split): in each stratum half the items go to L, every split
     when there are at most n_perm + 1, else n_perm random ones; with shared tie runs, random re-splits of the weights
-    (each item keeping its total weight)."""
+    (each item keeping its total weight), the items laid out stratum by stratum."""
     if whole:
         kept = np.r_[g['L'], g['H']]
         members = _strata(g, kept, control)
@@ -387,10 +388,13 @@ def _perm_gaps(p_, t_, g:dict, whole:bool, eng, control:bool, method:str, n_perm
         masks = _strata_masks(members, sizes, n_perm, rng, len(kept), exact)
         return _GapEngine(p_[kept], t_[kept], method).gaps(masks), exact
     kept = np.flatnonzero(g['wL'] + g['wH'] > 0)
-    w = (g['wL'] + g['wH'])[kept]
     members = _strata(g, kept, control)
     quotas = [g['wL'][kept][m].sum() for m in members]
-    return np.concatenate([eng.weight_gaps(KL, w) for KL in _fill_weights(members, quotas, w, n_perm, rng, len(kept))]), False
+    kept = kept[np.concatenate(members)]                                          # each stratum's items in a block of columns
+    ends = np.cumsum([len(m) for m in members])
+    blocks = list(zip(np.r_[0, ends[:-1]], ends))
+    w, eng = (g['wL'] + g['wH'])[kept], _GapEngine(p_[kept], t_[kept], method)
+    return np.concatenate([eng.weight_gaps(KL, w) for KL in _fill_weights(blocks, quotas, w, n_perm, rng, len(kept))]), False
 
 # %% ../../nbs/stats/06_corrgap.ipynb #1b2590b6
 def corrgap(pred_t, # judge scores for the target dimension
@@ -413,14 +417,14 @@ def corrgap(pred_t, # judge scores for the target dimension
     res = dict(method=method, control=control, test=test, n_dropped=dropped, ties=ties)
     if len(p_) < 6: return CorrGapResult(np.nan, np.nan, np.nan, 0, 0, **res)
     g = split_groups(t_, o_, ids_, control, bins, ties)
-    r_low, r_high, n_low, n_high, whole, eng = _split_corr(p_, t_, g, method)
+    r_low, r_high, n_low, n_high, whole = _split_corr(p_, t_, g, method)
     gap = r_low - r_high
     out = CorrGapResult(gap, r_low, r_high, n_low, n_high, **res, low_ids=ids_[g['L']].tolist(), high_ids=ids_[g['H']].tolist())
     if test is None or not np.isfinite(gap): return out
     if test == 'fisher':
         out.z, out.p = fisher_z_test(r_low, r_high, n_low, n_high, method)
         return out
-    gaps, exact = _perm_gaps(p_, t_, g, whole, eng, control, method, n_perm, np.random.default_rng(seed))
+    gaps, exact = _perm_gaps(p_, t_, g, whole, control, method, n_perm, np.random.default_rng(seed))
     hits = int(np.sum(gaps >= gap - 1e-12))     # NaN gaps (a constant group) never count as >=
     out.p = hits/len(gaps) if exact else (1 + hits)/(n_perm + 1)
     out.n_perm, out.exact = len(gaps), exact
@@ -507,22 +511,22 @@ def _cut_run_copies(X, Xc, R, T, part, st, sizes, idr, cgrp, reverse_ids:bool)->
         before[mi] = e - e[np.searchsorted(seg, seg)]
     return rows, cols, np.clip(R[rows, cpi] - before, 0, v)
 
+# %% ../../nbs/stats/06_corrgap.ipynb #97497cd1
+def _order_rows(K):
+    "Each row's positions in ascending K, equal keys in any order: a radix sort where K holds integers in [0, 2**15)."
+    small = K.dtype.kind in 'iu' and K.size and 0 <= K.min() and K.max() < 2**15
+    return np.argsort(K.astype(np.int16), axis=1, kind='stable') if small else np.argsort(K, axis=1)
+
 # %% ../../nbs/stats/06_corrgap.ipynb #4ecf6dcb
-def _first_copies(X, # (B, n) copies of each item per resample; columns sorted by (category, id)
-                  st, sizes, # first column and number of columns of each category
-                  idr, # (n,) id rank of each column
-                  ckey, # (B, c) each category's sort key per resample
-                  cgrp, # (c,) each category's group
-                  quota, # (B, groups) copies each group keeps
-                  reverse_ids:bool=False, # ties in key broken by descending id (default ascending)
-                  share:bool=False, # the run of equal keys that the quota cuts is shared (each member scaled alike), not cut by id
-                 )->np.ndarray: # (B, n) copies (or weights) kept
-    "In each group, the first `quota` copies in the order (key ascending, then id): whole categories by cumulative counts, items only in the one run of equal keys that the quota cuts (or, with `share`, that run's weight scaled by the places left)."
-    B, n = X.shape
-    c = len(st)
-    Xc = np.add.reduceat(X, st, axis=1)                                          # copies per category
+def _runs(Xc, # (B, c) copies (or weights) of each category per resample
+          ckey, # (B, c) each category's sort key per resample
+          cgrp, # (c,) each category's group
+          quota, # (B, groups) copies each group keeps
+         )->tuple: # (R, T), (B, c) each
+    "Per category, in the order (group, key ascending): the copies its group still takes where its run of equal keys starts (R), and the copies in that run (T)."
+    B, c = Xc.shape
     key = cgrp*(int(ckey.max(initial=0)) + 1) + ckey
-    o = np.argsort(key, axis=1, kind='stable')                                   # by group, then key
+    o = _order_rows(key)                                                         # by group, then key (equal keys in any order)
     ks = np.take_along_axis(key, o, 1)
     cum = np.cumsum(np.take_along_axis(Xc, o, 1), 1)
     pos = np.arange(c)
@@ -538,17 +542,48 @@ def _first_copies(X, # (B, n) copies of each item per resample; columns sorted b
     T = np.empty_like(cum)
     np.put_along_axis(A, o, exf - ex[:, gstart], 1)                              # copies ahead of the category's run, in its group
     np.put_along_axis(T, o, np.take_along_axis(cum, last, 1) - exf, 1)           # copies in the run
-    R = quota[:, cgrp] - A                                                       # copies the group still takes where the run starts
+    return quota[:, cgrp] - A, T
+
+def _share_of(Xc, ckey, cgrp, quota):
+    "Per category (B, c), the share of its copies kept: the first `quota` copies of each group in ascending key, the run of equal keys that the quota cuts shared (each member scaled by the places left over the run's copies)."
+    R, T = _runs(Xc, ckey, cgrp, quota)
+    with np.errstate(invalid='ignore', divide='ignore'): return np.where(T <= R, 1.0, np.where(R > 0, R/T, 0.0))
+
+def _first_copies(X, # (B, n) copies of each item per resample; columns sorted by (category, id)
+                  st, sizes, # first column and number of columns of each category
+                  idr, # (n,) id rank of each column
+                  ckey, # (B, c) each category's sort key per resample
+                  cgrp, # (c,) each category's group
+                  quota, # (B, groups) copies each group keeps
+                  reverse_ids:bool=False, # ties in key broken by descending id (default ascending)
+                 )->np.ndarray: # (B, n) copies kept
+    "In each group, the first `quota` copies in the order (key ascending, then id): whole categories by cumulative counts, items only in the one run of equal keys that the quota cuts (ties='id'; `_share_of` shares that run instead)."
+    Xc = np.add.reduceat(X, st, axis=1)                                          # copies per category
+    R, T = _runs(Xc, ckey, cgrp, quota)
     full = T <= R
     part = (R > 0) & ~full                                        # at most one cut run per group and resample
-    if share:                                                                    # fractional: every copy of the cut run gets places/run
-        with np.errstate(invalid='ignore', divide='ignore'): f = np.where(full, 1.0, np.where(part, R/T, 0.0))
-        return X*np.repeat(f, sizes, axis=1)
     Y = X*np.repeat(full, sizes, axis=1)
     if part.any():                                                               # the cut runs: running copy counts in id order
         rows, cols, kept = _cut_run_copies(X, Xc, R, T, part, st, sizes, idr, cgrp, reverse_ids)
         Y[rows, cols] = kept
     return Y
+
+# %% ../../nbs/stats/06_corrgap.ipynb #7821e655
+def _split_shares(W, # (B, n) weights of the items per resample, in their own order
+                  Wc, # (B, c) weights per category (gt_t, gt_o, stratum)
+                  cat, # (n,) each item's category
+                  D2, Dh, # (B, c) each category's 2|rank difference| and a key that sorts it descending
+                  k, # (B, 1) half the weight of each resample
+                  cs_, S:int, # each category's stratum, and the number of strata
+                  control:bool)->tuple: # (KL, KH)
+    "`split_counts` with ties='fractional', made on the categories: every copy of an item keeps its category's share in L and in H."
+    one = np.zeros(Wc.shape[1], int)
+    fH, fL = _share_of(Wc, Dh, one, k), _share_of(Wc, D2, one, k)
+    if control:
+        G = _onehot(cs_, S, Wc.dtype)
+        m = np.minimum((Wc*fH) @ G, (Wc*fL) @ G)                                 # each stratum's quota
+        fH, fL = fH*_share_of(Wc*fH, Dh, cs_, m), fL*_share_of(Wc*fL, D2, cs_, m)
+    return W*fL[:, cat], W*fH[:, cat]
 
 # %% ../../nbs/stats/06_corrgap.ipynb #ec8b09f4
 def split_counts(W, # (B, n) item multiplicities per resample (0 = item absent)
@@ -563,7 +598,7 @@ def split_counts(W, # (B, n) item multiplicities per resample (0 = item absent)
     share = ties == 'fractional'
     W = np.asarray(W)
     B, n = W.shape
-    if share: W = W.astype(np.float64)
+    integral, W = _integral(W), W.astype(np.float64) if share else W
     idr = _id_order(np.arange(n) if ids is None else ids)
     gt_t = np.asarray(gt_t, float)
     gt_o = np.asarray(gt_o, float)
@@ -584,16 +619,18 @@ def split_counts(W, # (B, n) item multiplicities per resample (0 = item absent)
         cnt = Wc @ _onehot(ix, k, Wc.dtype)
         return 2*(np.cumsum(cnt, 1) - cnt) + cnt + 1
     D2 = np.abs(rank2(ct, len(ut))[:, ct] - rank2(co, len(uo))[:, co])           # (B, categories) 2|rank difference|
+    if integral: D2 = D2.astype(np.int64)                                        # whole copies: exact integers
     Dh = int(D2.max()) - D2                                                      # sorts D descending
     k = X.sum(1, keepdims=True)//2
+    if share: return _split_shares(W, Wc, cat, D2, Dh, k, cs_, S, control)
     one = np.zeros(len(cats), int)
-    KH = _first_copies(X, st, sizes, idr, Dh, one, k, share=share)               # the first floor(N/2) copies (D descending, ties by id or shared)
-    KL = _first_copies(X, st, sizes, idr, D2, one, k, reverse_ids=True, share=share)   # the last floor(N/2) copies
+    KH = _first_copies(X, st, sizes, idr, Dh, one, k)                            # the first floor(N/2) copies (D descending, ties by id)
+    KL = _first_copies(X, st, sizes, idr, D2, one, k, reverse_ids=True)          # the last floor(N/2) copies
     if control:
         G = _onehot(cs_, S, Wc.dtype)
         m = np.minimum(np.add.reduceat(KH, st, axis=1) @ G, np.add.reduceat(KL, st, axis=1) @ G)   # each stratum's quota
-        KH = _first_copies(KH, st, sizes, idr, Dh, cs_, m, share=share)          # H keeps its largest D, L its smallest; ties by id or shared
-        KL = _first_copies(KL, st, sizes, idr, D2, cs_, m, share=share)
+        KH = _first_copies(KH, st, sizes, idr, Dh, cs_, m)                       # H keeps its largest D, L its smallest; ties by id
+        KL = _first_copies(KL, st, sizes, idr, D2, cs_, m)
     inv = np.empty(n, int)
     inv[perm] = np.arange(n)
     return KL[:, inv], KH[:, inv]
@@ -619,10 +656,6 @@ def _row_codes(X):
     return C, int(new[:, -1].max()) + 1
 
 # %% ../../nbs/stats/06_corrgap.ipynb #f75b7570
-def _order_rows(K):
-    "Each row's positions in ascending K (integers >= 0), equal keys in any order: a radix sort where the keys fit 16 bits."
-    return np.argsort(K.astype(np.int16), axis=1, kind='stable') if K.max(initial=0) < 2**15 else np.argsort(K, axis=1)
-
 def _first_rows(X, # (B, m) weights
                 grp, # (B, m) group of each item per row: codes 0..G-1
                 key, # (B, m) sort key per row: integers >= 0

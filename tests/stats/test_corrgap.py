@@ -329,11 +329,11 @@ def test_fractional_permutation_test_keeps_weights_and_is_calibrated():
     from judgelab.stats.corrgap import _fill_weights
     rng = np.random.default_rng(0); w = rng.integers(1, 6, 20)/5; members = [np.arange(8), np.arange(8, 20)]
     q = [w[m].sum()/2 for m in members]
-    for KL in _fill_weights(members, q, w, 50, rng, 20, chunk=20):
+    for KL in _fill_weights([(0, 8), (8, 20)], q, w, 50, rng, 20, chunk=20):
         assert (KL >= -1e-12).all() and (KL <= w + 1e-12).all()
         for m, qq in zip(members, q): assert np.allclose(KL[:, m].sum(1), qq)
     w2 = np.r_[np.full(10, .4), np.ones(6)]; m2 = [np.arange(10), np.arange(10, 16)]   # one weight per stratum: the partition path
-    for KL in _fill_weights(m2, [1.8, 3.0], w2, 40, rng, 16):
+    for KL in _fill_weights([(0, 10), (10, 16)], [1.8, 3.0], w2, 40, rng, 16):
         assert np.allclose(KL[:, :10].sum(1), 1.8) and np.allclose(KL[:, 10:].sum(1), 3) and set(np.unique(KL[:, 10:])) <= {0, 1}
         assert ((KL[:, :10] > 1e-12) & (KL[:, :10] < .4 - 1e-12)).sum(1).tolist() == [1]*40   # one item split per row
     ps = [corrgap(*synthetic_dependence(None, 0, s, n=300)[['pred', 'gt_t', 'gt_o']].values.T, n_perm=299, seed=s).p for s in range(20)]
