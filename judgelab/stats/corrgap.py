@@ -544,11 +544,6 @@ def _runs(Xc, # (B, c) copies (or weights) of each category per resample
     np.put_along_axis(T, o, np.take_along_axis(cum, last, 1) - exf, 1)           # copies in the run
     return quota[:, cgrp] - A, T
 
-def _share_of(Xc, ckey, cgrp, quota):
-    "Per category (B, c), the share of its copies kept: the first `quota` copies of each group in ascending key, the run of equal keys that the quota cuts shared (each member scaled by the places left over the run's copies)."
-    R, T = _runs(Xc, ckey, cgrp, quota)
-    with np.errstate(invalid='ignore', divide='ignore'): return np.where(T <= R, 1.0, np.where(R > 0, R/T, 0.0))
-
 def _first_copies(X, # (B, n) copies of each item per resample; columns sorted by (category, id)
                   st, sizes, # first column and number of columns of each category
                   idr, # (n,) id rank of each column
@@ -557,7 +552,7 @@ def _first_copies(X, # (B, n) copies of each item per resample; columns sorted b
                   quota, # (B, groups) copies each group keeps
                   reverse_ids:bool=False, # ties in key broken by descending id (default ascending)
                  )->np.ndarray: # (B, n) copies kept
-    "In each group, the first `quota` copies in the order (key ascending, then id): whole categories by cumulative counts, items only in the one run of equal keys that the quota cuts (ties='id'; `_share_of` shares that run instead)."
+    "In each group, the first `quota` copies in the order (key ascending, then id): whole categories by cumulative counts, items only in the one run of equal keys that the quota cuts (ties='id'; `_first_rows` shares that run instead)."
     Xc = np.add.reduceat(X, st, axis=1)                                          # copies per category
     R, T = _runs(Xc, ckey, cgrp, quota)
     full = T <= R
@@ -568,6 +563,33 @@ def _first_copies(X, # (B, n) copies of each item per resample; columns sorted b
         Y[rows, cols] = kept
     return Y
 
+# %% ../../nbs/stats/06_corrgap.ipynb #f75b7570
+def _first_rows(X, # (B, m) weights
+                grp, # (B, m) group of each item per row: codes 0..G-1
+                key, # (B, m) sort key per row: integers >= 0
+                quota, # (B, G) weight each group keeps per row
+                o, # (B, m) each row's items with each group's together and, inside a group, `key` ascending (equal keys in any order)
+               )->np.ndarray: # (B, m) the share of each weight kept
+    """In each row and group, the first `quota` weight in ascending `key`, the run of equal keys that the quota cuts shared
+    (each member scaled by the places left over the run's weight): the tie-sharing counterpart of `_first_copies`, with a key and group per row."""
+    B, m = X.shape
+    flat = (o + m*np.arange(B)[:, None]).ravel()                                 # row-major positions: one gather each
+    at = lambda Z: Z[0][o] if Z.strides[0] == 0 else Z.ravel()[flat].reshape(B, m)    # a row broadcast to every row: gathered once
+    ks, gs = at(grp*(int(key.max(initial=0)) + 1) + key), at(grp)
+    cum = np.cumsum(at(X), 1)
+    ex = np.c_[np.zeros((B, 1)), cum[:, :-1]]                                   # weight ahead of each position (non-decreasing)
+    new_run = np.c_[np.ones((B, 1), bool), ks[:, 1:] != ks[:, :-1]]
+    end_run = np.c_[new_run[:, 1:], np.ones((B, 1), bool)]
+    new_grp = np.c_[np.ones((B, 1), bool), gs[:, 1:] != gs[:, :-1]]
+    exf = np.maximum.accumulate(np.where(new_run, ex, 0), 1)                     # weight ahead of each run, ...
+    A = exf - np.maximum.accumulate(np.where(new_grp, ex, 0), 1)                 # ... and of it in its group
+    T = np.minimum.accumulate(np.where(end_run, cum, np.inf)[:, ::-1], 1)[:, ::-1] - exf   # weight of the run
+    R = np.take_along_axis(quota, gs, 1) - A                                     # places the group has left where the run starts
+    with np.errstate(invalid='ignore', divide='ignore'): f = np.where(T <= R, 1.0, np.where(R > 0, R/T, 0.0))
+    F = np.empty(B*m)
+    F[flat] = f.ravel()
+    return F.reshape(B, m)
+
 # %% ../../nbs/stats/06_corrgap.ipynb #7821e655
 def _split_shares(W, # (B, n) weights of the items per resample, in their own order
                   Wc, # (B, c) weights per category (gt_t, gt_o, stratum)
@@ -577,12 +599,15 @@ def _split_shares(W, # (B, n) weights of the items per resample, in their own or
                   cs_, S:int, # each category's stratum, and the number of strata
                   control:bool)->tuple: # (KL, KH)
     "`split_counts` with ties='fractional', made on the categories: every copy of an item keeps its category's share in L and in H."
-    one = np.zeros(Wc.shape[1], int)
-    fH, fL = _share_of(Wc, Dh, one, k), _share_of(Wc, D2, one, k)
+    B, c = Wc.shape
+    zero, o = np.zeros((B, c), np.int64), _order_rows(D2)
+    fL, fH = _first_rows(Wc, zero, D2, k, o), _first_rows(Wc, zero, Dh, k, o[:, ::-1])   # reversed: D descending
     if control:
         G = _onehot(cs_, S, Wc.dtype)
         m = np.minimum((Wc*fH) @ G, (Wc*fL) @ G)                                 # each stratum's quota
-        fH, fL = fH*_share_of(Wc*fH, Dh, cs_, m), fL*_share_of(Wc*fL, D2, cs_, m)
+        grp = np.broadcast_to(cs_, (B, c))
+        o = _order_rows(grp*(int(D2.max(initial=0)) + 1) + D2)                   # by stratum, then D (reversed: both descending)
+        fL, fH = fL*_first_rows(Wc*fL, grp, D2, m, o), fH*_first_rows(Wc*fH, grp, Dh, m, o[:, ::-1])
     return W*fL[:, cat], W*fH[:, cat]
 
 # %% ../../nbs/stats/06_corrgap.ipynb #ec8b09f4
@@ -654,34 +679,6 @@ def _row_codes(X):
     C = np.empty_like(new)
     np.put_along_axis(C, o, new, 1)
     return C, int(new[:, -1].max()) + 1
-
-# %% ../../nbs/stats/06_corrgap.ipynb #f75b7570
-def _first_rows(X, # (B, m) weights
-                grp, # (B, m) group of each item per row: codes 0..G-1
-                key, # (B, m) sort key per row: integers >= 0
-                quota, # (B, G) weight each group keeps per row
-                o, # (B, m) each row's items with each group's together and, inside a group, `key` ascending (equal keys in any order)
-               )->np.ndarray: # (B, m) the share of each weight kept
-    """In each row and group, the first `quota` weight in ascending `key`, the run of equal keys that the quota cuts shared
-    (each member scaled by the places left over the run's weight): `_first_copies` with `share`, a group and key per row."""
-    B, m = X.shape
-    comp = grp*(int(key.max(initial=0)) + 1) + key
-    ks, gs = np.take_along_axis(comp, o, 1), np.take_along_axis(grp, o, 1)
-    cum = np.cumsum(np.take_along_axis(X, o, 1), 1)
-    ex = np.c_[np.zeros((B, 1)), cum[:, :-1]]                                   # weight ahead of each position
-    pos, one = np.arange(m), np.ones((B, 1), bool)
-    brk = ks[:, 1:] != ks[:, :-1]
-    first = np.maximum.accumulate(np.where(np.c_[one, brk], pos, 0), 1)          # first and last position of each run of equal keys
-    last = (m - 1) - np.maximum.accumulate(np.where(np.c_[brk, one][:, ::-1], pos, 0), 1)[:, ::-1]
-    gfirst = np.maximum.accumulate(np.where(np.c_[one, gs[:, 1:] != gs[:, :-1]], pos, 0), 1)   # first position of each group
-    exf = np.take_along_axis(ex, first, 1)
-    A = exf - np.take_along_axis(ex, gfirst, 1)                                  # weight ahead of the run, in its group
-    T = np.take_along_axis(cum, last, 1) - exf                                   # weight of the run
-    R = np.take_along_axis(quota, gs, 1) - A                                     # places the group has left where the run starts
-    with np.errstate(invalid='ignore', divide='ignore'): f = np.where(T <= R, 1.0, np.where(R > 0, R/T, 0.0))
-    F = np.empty_like(f)
-    np.put_along_axis(F, o, f, 1)
-    return F
 
 # %% ../../nbs/stats/06_corrgap.ipynb #0d09beb9
 def _ref_codes(T, O, bins)->tuple:
