@@ -399,15 +399,23 @@ def _former_null_sims(m, P, R_t, R_o, W, rng, K):
         out.append(human_baseline({k: X[:, 2*K + j] for j, k in enumerate(P)}, X[:, :K], X[:, K:2*K], n_boot=0).excess.to_numpy())
     return np.array(out)
 
-def _today_null_sims(m, P, R_t, R_o, W, rng, K):
-    "Today's inner loop of `matched_null`: the resample's correlations plus the full fit's offset, one closed-form fit."
-    n = len(R_t); out = []
+def _drawn_sims(m, P, R_t, R_o, W, rng, K):
+    "The simulated datasets of a null, drawn as `matched_null` draws them (the model fitted to each resample, the data's missing cells)."
+    n, out = len(R_t), []
     for b in range(len(W)):
         idx = np.repeat(np.arange(n), W[b])
-        mb = CG.fit_null({k: v[idx] for k, v in P.items()}, R_t[idx], R_o[idx], offset=m.offset)
-        mb.masks = m.masks; X = mb.observed(mb.gaussian(n, rng))[0]
-        out.append(human_baseline({k: X[:, 2*K + j] for j, k in enumerate(P)}, X[:, :K], X[:, K:2*K], n_boot=0).excess.to_numpy())
-    return np.array(out)
+        mb = CG.fit_null({k: v[idx] for k, v in P.items()}, R_t[idx], R_o[idx], offset=m.offset, shared=m.shared)
+        mb.masks = m.masks
+        out.append(mb.observed(mb.gaussian(n, rng))[0])
+    return np.stack(out)
+
+def _excess_one_by_one(Xs, names, K):
+    "(datasets, judges): each simulated dataset's excess by `human_baseline`, one dataset at a time."
+    return np.array([human_baseline({k: X[:, 2*K + j] for j, k in enumerate(names)}, X[:, :K], X[:, K:2*K], n_boot=0).excess.to_numpy() for X in Xs])
+
+def _today_null_sims(m, P, R_t, R_o, W, rng, K):
+    "Today's inner loop of `matched_null`: the resample's correlations plus the full fit's offset, one closed-form fit."
+    return _excess_one_by_one(_drawn_sims(m, P, R_t, R_o, W, rng, K), list(P), K)
 
 def main_null(n_sim=100, repeats=1, target='relevance', other='engagement', pair_sims=30):
     "Issue 23: the full HANNA audit without and with the reliability-matched null; one pair's null, former vs today's fit."
@@ -482,23 +490,12 @@ def main_null_pair(n_sim=100, repeats=3, target='relevance', other='engagement')
     print(f"  matched_null as a whole (today)      : {np.median(t_full):8.2f} s")
     return dict(before=t['before'], today=t['today'], full=t_full)
 
-def _drawn_sims(m, P, R_t, R_o, W, rng, K):
-    "The simulated datasets of a null, drawn as `matched_null` draws them (the model fitted to each resample, the data's missing cells)."
-    n, out = len(R_t), []
-    for b in range(len(W)):
-        idx = np.repeat(np.arange(n), W[b])
-        mb = CG.fit_null({k: v[idx] for k, v in P.items()}, R_t[idx], R_o[idx], offset=m.offset, shared=m.shared)
-        mb.masks = m.masks
-        out.append(mb.observed(mb.gaussian(n, rng))[0])
-    return np.stack(out)
-
 def _null_batch_case(name, P, R_t, R_o, docs, n_sim, repeats, exchangeable=False):
     "One case of `null_batch`: per-dataset `human_baseline` vs `_sim_excess` on the same simulated datasets."
     K, names = R_t.shape[1], list(P)
     m = CG.fit_null(P, R_t, R_o, shared=exchangeable)
     Xs = _drawn_sims(m, P, R_t, R_o, bootstrap_weights(docs, n_sim, 2), np.random.default_rng(1), K)
-    one = lambda: np.array([human_baseline({k: X[:, 2*K + j] for j, k in enumerate(names)}, X[:, :K], X[:, K:2*K], n_boot=0).excess.to_numpy() for X in Xs]).T
-    t, r = _paired(dict(before=one, today=lambda: CG._sim_excess(Xs, K, 'spearman', 'exact')), repeats)
+    t, r = _paired(dict(before=lambda: _excess_one_by_one(Xs, names, K).T, today=lambda: CG._sim_excess(Xs, K, 'spearman', 'exact')), repeats)
     d = np.nanmax(np.abs(r['before'] - r['today']))
     assert np.array_equal(np.isnan(r['before']), np.isnan(r['today'])) and d <= 1e-12, f'{name}: the excesses differ by {d}'
     b, a = np.median(t['before']), np.median(t['today'])
