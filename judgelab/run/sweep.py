@@ -261,7 +261,10 @@ def snakemake_command(sweep:Sweep, # a loaded sweep
     cmd = [sys.executable, '-m', 'snakemake', '--snakefile', str(d/'Snakefile'), '--directory', str(wd),
            '--configfile', str(d/f'{sweep.name}.config.yaml'), '--rerun-incomplete', '--keep-going',
            '--max-checksum-file-size', str(2**31)] + (['--resources', *[f'{k}={v}' for k, v in res.items()]] if res else [])
-    cmd += ['--executor', executor, '--jobs', str(jobs)] if executor else ['--cores', str(os.cpu_count() or 1)]
+    # on this machine each run's rule executes in a thread of the snakemake process (it only waits for its papermill
+    # subprocess): Snakemake's default spawns a fresh snakemake per `run:` job, which re-reads the Snakefile and the sweep
+    # file, seconds at every run
+    cmd += ['--executor', executor, '--jobs', str(jobs)] if executor else ['--cores', str(os.cpu_count() or 1), '--force-use-threads']
     if profile: cmd += ['--profile', str(_own(Path(profile), str(profile)))]
     if summary: cmd += ['--summary']
     elif dry_run: cmd += ['--dry-run', '--quiet', 'progress', 'host']

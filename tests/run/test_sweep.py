@@ -269,14 +269,17 @@ def test_match_that_selects_nothing_is_an_error(repo):
     assert r.returncode == 2 and "--match n_items=7 selects no run; the runs have n_items in ['1', '2']" in r.stderr, r.stdout + r.stderr
 
 def test_runs_under_the_sweep_get_a_thread_budget(repo, monkeypatch):
-    "With -j 2 every run's kernel sees max(1, cores // 2) threads for llama.cpp, OpenMP and BLAS (a user's own limit is kept)."
+    """With -j 2 every run's kernel sees max(1, cores // 2) threads for llama.cpp, OpenMP and BLAS (a user's own limit is kept).
+    Each run's rule executes inside the sweep's one snakemake process: Snakemake's default spawned a new snakemake per
+    run, which read the Snakefile and the sweep file again (about 5 s of every run of the main job)."""
     from judgelab.run.sweep import THREAD_VARS, thread_budget
     for v in THREAD_VARS: monkeypatch.delenv(v, raising=False)
     monkeypatch.setenv('NUMEXPR_NUM_THREADS', '7')                       # set by the user: kept
     template(repo/'nbs'/'experiments'/'threads.ipynb', 'x: int = 0  # unused',
-             "import os, json, numpy, threadpoolctl\n"
+             "import os, json, numpy, threadpoolctl, psutil\n"
              "print(json.dumps(dict(env={v: os.environ.get(v) for v in " + repr(THREAD_VARS) + "},\n"
-             "      pools=sorted({p['num_threads'] for p in threadpoolctl.threadpool_info()}))))")
+             "      pools=sorted({p['num_threads'] for p in threadpoolctl.threadpool_info()}),\n"
+             "      snakemakes=sum('snakemake' in ' '.join(p.cmdline()) for p in psutil.Process().parents()))))")
     cfg = repo/'threads.yaml'
     cfg.write_text("name: threads\nexperiments:\n  a:\n    template: nbs/experiments/threads.ipynb\n    grid: {x: [1, 2]}\n")
     r = sweep(repo, cfg, '-j', '2', '--no-progress')
@@ -287,6 +290,7 @@ def test_runs_under_the_sweep_get_a_thread_budget(repo, monkeypatch):
         seen = json.loads(nbformat.read(out, as_version=4).cells[-1].outputs[0]['text'])
         assert seen['env'] == {**{v: want for v in THREAD_VARS}, 'NUMEXPR_NUM_THREADS': '7'}, seen
         assert seen['pools'] == [int(want)], seen                       # numpy's BLAS pool really is limited
+        assert seen['snakemakes'] == 1, seen                            # the kernel runs under the sweep's snakemake, no second one
 
 def test_runs_start_with_matplotlibs_font_cache_built(repo, tmp_path):
     """On a fresh machine matplotlib builds its font cache at its first import; a build that takes over 5 s (parallel runs
