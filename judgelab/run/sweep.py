@@ -4,7 +4,7 @@
 
 # %% ../../nbs/run/12b_sweep.ipynb #4f600a9b
 from __future__ import annotations
-import os, sys, re, json, time, socket, subprocess, tempfile
+import os, sys, re, json, time, socket, subprocess, tempfile, threading
 from dataclasses import dataclass, field
 from pathlib import Path
 import yaml
@@ -230,6 +230,13 @@ def execute_rule(sweep:Sweep, run_id:str, threads:int|None=None, timeout:float|N
 def _server_resources(sweep:Sweep)->dict:
     return {k: 1 for r in sweep.runs for k in r.resources if k.startswith('server_')}
 
+# %% ../../nbs/run/12b_sweep.ipynb #6c33a9e9
+def _write_atomic(path:Path, text:str):
+    "Write `text` to `path` through a temporary file beside it: a reader sees the old file or the new one, never a part."
+    tmp = path.with_name(f'.{path.name}.{os.getpid()}.{threading.get_ident()}.tmp')
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
 # %% ../../nbs/run/12b_sweep.ipynb #c3a2bdf5
 def snakemake_command(sweep:Sweep, # a loaded sweep
                       jobs:int=1, # runs at once (local: `--cores` is the machine's, each run gets `thread_budget(jobs)` threads)
@@ -249,10 +256,10 @@ def snakemake_command(sweep:Sweep, # a loaded sweep
     wd = workdir()
     d = wd/'.snakemake'/'judgelab'
     d.mkdir(parents=True, exist_ok=True)
-    (d/'Snakefile').write_text(SNAKEFILE)
+    _write_atomic(d/'Snakefile', SNAKEFILE)      # whole or not at all: two sweeps of this project may start at once (dry runs)
     cfg = dict(sweep=str(Path(sweep.path).resolve()), threads=thread_budget(jobs), timeout=timeout, executor=executor,
                set=getattr(sweep, 'overrides', None) or {}, match=getattr(sweep, 'match', None) or {})
-    (d/f'{sweep.name}.config.yaml').write_text(yaml.safe_dump(cfg, sort_keys=False))
+    _write_atomic(d/f'{sweep.name}.config.yaml', yaml.safe_dump(cfg, sort_keys=False))
     runs = [r for r in sweep.runs if not only or r.experiment in only]
     # on this machine: `llm_jobs` in-process models (each run has `thread_budget(jobs)` threads, so they never share a core;
     # fewer when one model's RAM is large), its GPUs; on a cluster every job has its node (servers are shared either way)
