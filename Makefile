@@ -73,10 +73,11 @@ nbtest: venv data
 	JUDGELAB_OUTPUTS=$(CURDIR)/outputs/tmp/nbtest JUDGELAB_LLAMA_THREADS=1 $(BIN)/nbdev_test --n_workers 2
 
 # two test files at once (pytest-xdist, a file's tests on one worker: its fixtures, servers and clusters start once),
-# one llama.cpp / BLAS / OpenMP thread each so the two never share a core; the slowest tests are listed at the end
+# one llama.cpp and BLAS thread each so the two never share a core (OMP_NUM_THREADS stays unset: the sweep tests check the
+# limits a run gets from it); the slowest tests are listed at the end
 TEST_WORKERS ?= 2
 pytest: venv data tools browser train
-	JUDGELAB_LLAMA_THREADS=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 \
+	JUDGELAB_LLAMA_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 \
 	  $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 tests
 
 # The [train] extra (settings.ini: train_requirements): torch, transformers, TRL, PEFT for DimCheck's trained small editor

@@ -63,7 +63,7 @@ start() {
   : > "$dir/pids"
   local host cpus mem ctld_port d_port dbd_port db_port pass
   host=$(hostname -s)
-  cpus=$(nproc)
+  cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)   # the cores: nproc alone reports a caller's OMP_NUM_THREADS instead (a limit of 1 left a 2-CPU job pending forever)
   mem=$(( $(awk '/^MemTotal/ {print int($2/1024)}' /proc/meminfo) - 1024 ))
   ctld_port=$(free_port); d_port=$(free_port); dbd_port=$(free_port); db_port=$(free_port)
   pass=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
