@@ -2094,11 +2094,12 @@ def calibration_runs(p:dict, # the template's PARAMS
                 mn = matched_null(P, R_t, R_o, docs=docs, method=p['method'], n_sim=p['n_sim'], seed=s, observed=dict(zip(hb.index, hb.excess)),
                                   exchangeable=p.get('loadings', 'shared') == 'shared').set_index('judge')
                 dw = dependence_weight(P, R_t, R_o, docs=docs, n_boot=p['n_boot'], seed=s).set_index('judge')
+                hb_, mn_, dw_ = (t.to_dict('index') for t in (hb, mn, dw))      # {judge (noise, w): its row}: no Series lookups per value
                 for k in P:
-                    rows.append(dict(alpha=a, variant=v, judge_noise=k[0], w=k[1], sim=i, excess=hb.excess[[k]].iloc[0], p_excess=hb.p_excess[[k]].iloc[0],
-                                     reliability_ratio=mn.reliability_ratio[[k]].iloc[0], excess_null=mn.excess_null[[k]].iloc[0],
-                                     excess_corrected=mn.excess_corrected[[k]].iloc[0], p_corrected=mn.p_corrected[[k]].iloc[0],
-                                     w_hat=dw.w[[k]].iloc[0], p_w=dw.p_w[[k]].iloc[0]))
+                    h, m, d = hb_[k], mn_[k], dw_[k]
+                    rows.append(dict(alpha=a, variant=v, judge_noise=k[0], w=k[1], sim=i, excess=h['excess'], p_excess=h['p_excess'],
+                                     reliability_ratio=m['reliability_ratio'], excess_null=m['excess_null'],
+                                     excess_corrected=m['excess_corrected'], p_corrected=m['p_corrected'], w_hat=d['w'], p_w=d['p_w']))
             print(f"alpha {a:g}, {v}: {p['n_data']} datasets done")
     return pd.DataFrame(rows)
 
@@ -2278,7 +2279,7 @@ def _edge_line(edge:pd.DataFrame)->str:
 
 def _cost_line(power:pd.DataFrame, gap:float=0.05)->str:
     "Where the correction costs power at equal size, and how the fitted null mean moves with the observed excess there."
-    c = power[(power.sized_plain - power.sized_corrected > gap) & power.null_corr.notna()] if 'null_corr' in power else power.iloc[:0]
+    c = power[(power.sized_plain - power.sized_corrected > gap) & power.null_corr.notna()]      # `calibration_power` always has null_corr
     if not len(c): return ''
     return (f"- **What the correction costs**: at equal size the corrected test has less power than the plain one by more than {gap:g} in {len(c)} cells "
             f"({'; '.join(_cellname(r) for _, r in c.iterrows())}). There the correlation over datasets (at no dependence) of the observed excess "

@@ -577,17 +577,6 @@ def alt_test_inputs(dataset, # a dataset name or a `judgelab.data.Dataset`
     for a, i, d, x in zip(h.annotator.tolist(), h.item_id.tolist(), h.dimension.tolist(), h.score.tolist()): humans.setdefault(a, {})[key(i, d)] = x
     return llm, humans
 
-# %% ../../nbs/stats/05_stats.ipynb #3bd84bfd
-def _alpha_interval(a):
-    "Interval alpha in closed form (squared differences), for many distinct values where the package's value-by-value matrices get too large."
-    units = [a[np.isfinite(a[:, u]), u] for u in range(a.shape[1])]
-    units = [v for v in units if len(v) >= 2]
-    vals = np.concatenate(units)
-    n = len(vals)
-    do = sum(((v[:, None] - v[None, :])**2).sum()/(len(v) - 1) for v in units)/n
-    de = (2*n*(vals**2).sum() - 2*vals.sum()**2)/(n*(n - 1))
-    return float(1 - do/de) if de > 0 else np.nan
-
 # %% ../../nbs/stats/05_stats.ipynb #eb93c42c
 def krippendorff_alpha(data, # coders x units, NaN for missing
                        level:str='interval', # 'nominal', 'ordinal', 'interval' or 'ratio'
@@ -601,7 +590,7 @@ def krippendorff_alpha(data, # coders x units, NaN for missing
     if pairable.sum() == 0 or len(np.unique(a[:, pairable][np.isfinite(a[:, pairable])])) < 2: return np.nan
     n_values = len(np.unique(a[np.isfinite(a)]))
     if n_values > max_values:
-        if level == 'interval': return _alpha_interval(a)
+        if level == 'interval': return float(krippendorff_alpha_resamples(a, [np.arange(a.shape[1])])[0])   # every unit once
         warnings.warn(f"krippendorff_alpha: {n_values} distinct values (> {max_values}); {level} alpha is not computed for "
                       "(near-)continuous scores, NaN returned")
         return np.nan

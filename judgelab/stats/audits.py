@@ -95,6 +95,13 @@ def _cluster_boot(vals, groups_a, groups_b, mode, n_boot, rng):
         if w.sum() > 0: out[b] = np.sum(w*vals)/w.sum()
     return out
 
+# %% ../../nbs/stats/06a_audit.ipynb #11b8f422
+def _widest(widths:dict, # {scheme: CI width}, the simplest scheme first
+            rtol:float=1e-9)->str:
+    "The scheme with the widest CI; among schemes as wide up to rounding (`rtol`), the first (the simpler): the name never follows float noise."
+    top = max(widths.values())
+    return next(k for k, w in widths.items() if w >= top - rtol*max(1.0, abs(top)))
+
 # %% ../../nbs/stats/06a_audit.ipynb #929fb5cb
 def judge_inference(mats:dict, # {(judge, model): CorrGapMatrix} from `corrgap_audit`
                     alpha:float=0.05, # BH level (across all judges x pairs) and 1 - CI level
@@ -127,7 +134,7 @@ def judge_inference(mats:dict, # {(judge, model): CorrGapMatrix} from `corrgap_a
             row[f'lo_{name}'], row[f'hi_{name}'] = float(lo), float(hi)
             row[f'p_{name}'] = float((1 + np.sum(bs <= 0))/(1 + len(bs))) if len(bs) else np.nan
             widths[name] = hi - lo if np.isfinite(hi - lo) else -np.inf
-        wide = max(widths, key=widths.get)
+        wide = _widest(widths)
         row.update(ci_lo=row[f'lo_{wide}'], ci_hi=row[f'hi_{wide}'], ci_from=wide, p_mean_le_0=row[f'p_{wide}'])
         few = [f'{n} {w}' for n, w in ((na, 'model(s)'), (nb, 'prompt family(ies)')) if n < min_clusters]
         row['note'] = (f'only {" and ".join(few)}: fewer than {min_clusters} clusters, the CI over judges is unreliable' if few else '')

@@ -715,6 +715,12 @@ def _split_rows(M, # (B, m) weights of the items per row (0: absent)
     fL, fH = fL*_first_rows(Wc*fL, sc, D2, q, o), fH*_first_rows(Wc*fH, sc, Dm - D2, q, o[:, ::-1])
     return M*np.take_along_axis(fL, cat, 1), M*np.take_along_axis(fH, cat, 1)
 
+# %% ../../nbs/stats/06_corrgap.ipynb #055d4a7a
+def _wcorr(Xr, Yr, L):
+    "Weighted Pearson r of Xr and Yr with weights L (broadcastable; items on the last axis)."
+    LX, LY = L*Xr, L*Yr
+    return _r_from_sums(L.sum(-1), LX.sum(-1), LY.sum(-1), (LX*Xr).sum(-1), (LY*Yr).sum(-1), (LX*Yr).sum(-1))
+
 # %% ../../nbs/stats/06_corrgap.ipynb #b9122850
 def _corr_gaps(X, y, KL, KH, method):
     "Weighted Pearson or Spearman (weighted average ranks) of each row of X (J, n) with y (n,), or with its own reference per row (J, n), in the group weighted by KL (J, n) minus in KH's; 0: absent."
@@ -724,8 +730,7 @@ def _corr_gaps(X, y, KL, KH, method):
         Cy, Ty = _row_codes(Y)
     def r(L):
         Xr, Yr = (_rank_rows(Cx, L, Tx), _rank_rows(Cy, L, Ty)) if method == 'spearman' else (X, Y)
-        LX, LY = L*Xr, L*Yr
-        return _r_from_sums(L.sum(1), LX.sum(1), LY.sum(1), (LX*Xr).sum(1), (LY*Yr).sum(1), (LX*Yr).sum(1))
+        return _wcorr(Xr, Yr, L)
     return r(KL) - r(KH)
 
 # %% ../../nbs/stats/06_corrgap.ipynb #8996ea78
@@ -1072,11 +1077,6 @@ def _null_refused(P:dict, names:list, R_t, R_o, min_agreement:float)->pd.DataFra
     return pd.DataFrame([dict(judge=k, n_sim=0, null_note=note) for k in P])
 
 # %% ../../nbs/stats/06_corrgap.ipynb #0492cee9
-def _wcorr(Xr, Yr, L):
-    "Weighted Pearson r of Xr and Yr with weights L (broadcastable; items on the last axis)."
-    LX, LY = L*Xr, L*Yr
-    return _r_from_sums(L.sum(-1), LX.sum(-1), LY.sum(-1), (LX*Xr).sum(-1), (LY*Yr).sum(-1), (LX*Yr).sum(-1))
-
 def _sim_excess(Xs, # (B, n, 2K + J) datasets: the K rater slots of t, of o, then the judges (NaN: missing, the same cells in every dataset)
                 K:int, method:str, bins,
                 max_cells:int=4_000_000, # judge rows x items ranked at once
