@@ -234,8 +234,10 @@ def _server_resources(sweep:Sweep)->dict:
 def _write_atomic(path:Path, text:str):
     "Write `text` to `path` through a temporary file beside it: a reader sees the old file or the new one, never a part."
     tmp = path.with_name(f'.{path.name}.{os.getpid()}.{threading.get_ident()}.tmp')
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally: tmp.unlink(missing_ok=True)      # a failed write leaves nothing behind (after the rename there is nothing to remove)
 
 # %% ../../nbs/run/12b_sweep.ipynb #c3a2bdf5
 def snakemake_command(sweep:Sweep, # a loaded sweep
@@ -455,9 +457,7 @@ def take_lock(sweep:Sweep)->dict:
 def _note_lock(me:dict, **more):
     "Add `more` (the Snakemake process) to this process's record."
     me.update(more)
-    tmp = lock_record().with_suffix(f'.{os.getpid()}.tmp')
-    tmp.write_text(json.dumps(me))
-    os.replace(tmp, lock_record())
+    _write_atomic(lock_record(), json.dumps(me))
 
 # %% ../../nbs/run/12b_sweep.ipynb #db4be040
 def release_lock(me:dict):
