@@ -19,7 +19,7 @@ from .judges import to_table, typed_judgments, EXTRA_COLUMNS
 
 # %% auto #0
 __all__ = ['STAGES', 'OFFICIAL', 'ChecklistError', 'Checklist', 'default_stage', 'checklist_path', 'load_checklist',
-           'polarity_issues', 'checkeval', 'answer_table', 'question_agreement', 'score_agreement',
+           'polarity_issues', 'checklist_grammar', 'checkeval', 'answer_table', 'question_agreement', 'score_agreement',
            'generate_checklist', 'learned_weights', 'binarized_likert', 'reference']
 
 # %% ../../nbs/methods/08_checklist.ipynb #8376176c
@@ -108,14 +108,19 @@ def polarity_issues(questions:list)->list:
     return out
 
 # %% ../../nbs/methods/08_checklist.ipynb #c567fda0
-def _checkeval_requests(ds, its, dims, lists, t, max_tokens, seed)->list:
-    "One request per (item, dimension, sub-dimension): the sub-dimension's questions asked together."
+def checklist_grammar(n:int)->str:
+    "A GBNF grammar whose replies are exactly the answer format of `n` questions: one line per question, `Q1: Yes` or `Q1: No`, in order."
+    if not (isinstance(n, int) and n >= 1): raise ValueError(f"a checklist needs at least one question, not {n!r}")
+    return 'root ::= ' + ' "\\n" '.join(f'"Q{k}: " yn' for k in range(1, n + 1)) + '\nyn ::= "Yes" | "No"'
+
+def _checkeval_requests(ds, its, dims, lists, t, max_tokens, seed, constrain:bool=False)->list:
+    "One request per (item, dimension, sub-dimension): the sub-dimension's questions asked together (with `constrain`, in the answer format's grammar)."
     reqs = []
     for it in its.itertuples():
         for d in dims:
             for sub, qs in lists[d].sub_dimensions.items():
                 reqs.append(t.request(meta=dict(item_id=it.item_id, dimension=d, sub=sub), max_tokens=max_tokens, temperature=0.0, seed=seed,
-                                      questions=qs, sub_dimension=sub, **item_variables(ds, it, d)))
+                                      grammar=checklist_grammar(len(qs)) if constrain else None, questions=qs, sub_dimension=sub, **item_variables(ds, it, d)))
     return reqs
 
 # %% ../../nbs/methods/08_checklist.ipynb #555c10b4
@@ -161,7 +166,9 @@ def checkeval(ds, its, dims, backend, template:str='checkeval',
               stage:str|None=None, # the checklist: None = `default_stage` (CheckEval's official elaboration checklist where it released one, else judgelab's seed), 'seed', 'official_seed' (the no-augmentation ablation), a pipeline stage ('diversified', 'elaborated', 'filtered')
               build:bool=False, # run the generation pipeline with this backend first (seed -> diversified -> elaborated -> filtered)
               k_augment:int=3, # build: questions per sub-dimension in each augmentation step
-              max_tokens:int=128, seed:int=0, progress=True):
+              max_tokens:int=128, seed:int=0,
+              constrain:bool=False, # constrain each reply to the answer format (a GBNF grammar: one `Qn: Yes|No` line per question), for models too small to keep to it; llama.cpp and offline vLLM
+              progress=True):
     "CheckEval judgments: one row per (item, dimension), score = yes / answered over all the dimension's questions."
     ds = D.as_dataset(ds)
     stage = stage or default_stage(ds.name)
@@ -171,7 +178,7 @@ def checkeval(ds, its, dims, backend, template:str='checkeval',
         for d in dims: generate_checklist(ds.name, d, backend, k=k_augment, seed=seed, progress=progress)
     t = load_prompt(template)
     lists = {d: load_checklist(ds.name, d, stage) for d in dims}     # all checklists first
-    reqs = _checkeval_requests(ds, its, dims, lists, t, max_tokens, seed)
+    reqs = _checkeval_requests(ds, its, dims, lists, t, max_tokens, seed, constrain)
     acc = _checkeval_answers(reqs, backend.generate(reqs, progress=progress), lists)
     return typed_judgments(_checkeval_rows(acc, lists, stage, t.id))
 
