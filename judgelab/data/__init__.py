@@ -95,10 +95,15 @@ class DatasetSpec:
     module: str|None = None                # the Python module of the dataset's code (default: judgelab.datasets.<name>)
     judgment_sources: list = field(default_factory=list)   # `SourceSpec`s: published judge outputs aligned with the items
     def dim(self, name):
-        "The dimension called `name` (or one of its aliases)."
+        "The dimension called `name` (or one of its aliases); each name is looked up once per list of dimensions (loaders ask per row)."
+        memo = self.__dict__.get('_dim_memo')
+        if memo is None or memo[0] is not self.dims: memo = self.__dict__['_dim_memo'] = (self.dims, {})
+        if isinstance(name, str) and name in memo[1]: return memo[1][name]
         key = _norm(name)
         for d in self.dims:
-            if key == _norm(d.name) or key == _norm(d.label) or key in map(_norm, d.aliases): return d
+            if key == _norm(d.name) or key == _norm(d.label) or key in map(_norm, d.aliases):
+                if isinstance(name, str): memo[1][name] = d
+                return d
         raise KeyError(f"{self.name} has no dimension {name!r};{did_you_mean(name, self.dim_names)} dimensions: {[d.name for d in self.dims]}")
     @property
     def dim_names(self): return [d.name for d in self.dims]
