@@ -426,6 +426,17 @@ class Report:
         if not (caption or '').strip(): raise ValueError(f'figure {name!r}: a caption is required (what is plotted, how to read it)')
         return save_figure(fig, name, self.notebook, self.parameters, self.inputs, extra=self._extra(kw), caption=caption, **kw)
     def text(self, text, name, caption=None, **kw): return save_text(text, name, self.notebook, self.parameters, self.inputs, caption, extra=self._extra(kw), **kw)
+    def data(self, df, name, caption=None, **kw):
+        """Save rows too many to read as a table (one per simulated dataset, say) as parquet under tables/, for another run to
+        read, with the run's parameters in the file (`df.attrs['parameters']` when read back); recorded in the manifest."""
+        out = Path(kw.pop('out_dir', None) or paths.tables)
+        out.mkdir(parents=True, exist_ok=True)
+        f = out/f'{name}.parquet'
+        df = df.copy()
+        df.attrs = {'parameters': self.parameters}
+        df.to_parquet(f, index=False)
+        record_manifest([f], self.notebook, self.parameters, self.inputs, {**self._extra(kw), **({'caption': caption} if caption else {})})
+        return [f]
     def __repr__(self): return f"Report('{self.notebook}', inputs={len(self.inputs)})"
 
 # %% ../../nbs/report/11_report.ipynb #99e28bc2

@@ -18,31 +18,32 @@ from ..methods.judges import direct_regressor, summarize
 from ..methods.checklist import answer_table, binarized_likert, load_checklist, question_agreement, score_agreement
 from ..methods.decompose import REGRESSOR_ORDER, aggregate, best_regressor, hypoeval_aggregate, hypoeval_hypotheses, split_indices
 from ..methods.dimcheck import EDITOR_TAG, edit_rate
-from . import add_note, ci_errorbar, corrgap_series, f3, n_of, dataset_label, dim_label, heatmap, heatmap_note, judge_label, run_id, run_judgment_files, run_outputs
+from . import add_note, ci_errorbar, corrgap_series, f3, n_of, dataset_label, dim_label, heatmap, heatmap_note, judge_label, relpath, run_id, run_judgment_files, run_outputs
 
 # %% auto #0
 __all__ = ['REPLAY_COLUMNS', 'API_MODELS', 'LIKERT_AGREEMENT_COLUMNS', 'LIKERT_QUALITY_COLUMNS', 'ACCEPTABLE_ALPHA',
-           'HUMAN_LABEL_COLUMNS', 'human_agreement', 'judges_agreement', 'alt_tests', 'alttest_forms',
-           'alttest_forms_text', 'alttest_figure', 'crowd_alt_tests', 'crowd_agreement', 'dataset_counts',
-           'score_distributions_figure', 'dimension_correlations', 'dimension_correlations_figure', 'replay_source',
-           'replay_figure', 'replay_headline', 'replay_table', 'checkeval_figure', 'on_scale_models', 'likert_on_scale',
-           'checkeval_agreement', 'model_size', 'binarised_kappa', 'likert_agreement', 'likert_quality_agreement',
-           'checkeval_claims', 'likert_agreement_text', 'quality_split_correlations', 'run_table', 'f2', 'icc_text',
-           'partial_text', 'partial_vs_corrgap', 'partial_vs_corrgap_text', 'mixed_models', 'mixed_text',
-           'reliability_figure', 'corrgap_pairs', 'corrgap_per_target', 'corrgap_summary', 'corrgap_box_figure',
-           'corrgap_groups_figure', 'corrgap_findings', 'corrgap_quality', 'dimcheck_vs_baselines', 'editor_comparison',
-           'editor_comparison_text', 'method_costs', 'finding_dependence', 'corrgap_claims', 'finding_second_measure',
-           'finding_raw_corrgap', 'finding_quality', 'finding_alttest', 'length_text', 'length_figure',
-           'finding_length', 'tied_share', 'published_regressors', 'human_label_claims', 'human_label_text',
-           'human_label_figure', 'finding_human_labels', 'finding_embedded', 'synthetic_pairs', 'synthetic_shape',
-           'synthetic_false_positives', 'synthetic_figure', 'check_noise_params', 'noise_settings',
+           'HUMAN_LABEL_COLUMNS', 'CALIBRATION_RUNS', 'human_agreement', 'judges_agreement', 'alt_tests',
+           'alttest_forms', 'alttest_forms_text', 'alttest_figure', 'crowd_alt_tests', 'crowd_agreement',
+           'dataset_counts', 'score_distributions_figure', 'dimension_correlations', 'dimension_correlations_figure',
+           'replay_source', 'replay_figure', 'replay_headline', 'replay_table', 'checkeval_figure', 'on_scale_models',
+           'likert_on_scale', 'checkeval_agreement', 'model_size', 'binarised_kappa', 'likert_agreement',
+           'likert_quality_agreement', 'checkeval_claims', 'likert_agreement_text', 'quality_split_correlations',
+           'run_table', 'f2', 'icc_text', 'partial_text', 'partial_vs_corrgap', 'partial_vs_corrgap_text',
+           'mixed_models', 'mixed_text', 'reliability_figure', 'corrgap_pairs', 'corrgap_per_target', 'corrgap_summary',
+           'corrgap_box_figure', 'corrgap_groups_figure', 'corrgap_findings', 'corrgap_quality',
+           'dimcheck_vs_baselines', 'editor_comparison', 'editor_comparison_text', 'method_costs', 'finding_dependence',
+           'corrgap_claims', 'finding_second_measure', 'finding_raw_corrgap', 'finding_quality', 'finding_alttest',
+           'length_text', 'length_figure', 'finding_length', 'tied_share', 'published_regressors', 'human_label_claims',
+           'human_label_text', 'human_label_figure', 'finding_human_labels', 'finding_embedded', 'synthetic_pairs',
+           'synthetic_shape', 'synthetic_false_positives', 'synthetic_figure', 'check_noise_params', 'noise_settings',
            'noise_false_positive_runs', 'wilson_ci', 'noise_false_positives', 'share_ci', 'noise_summary',
            'noise_curve', 'noise_figure', 'noise_curve_text', 'noise_other_text', 'held_out_half', 'evaluate_split',
            'decomposition_per_dimension', 'decomposition_table1', 'rounding_figure', 'check_calibration_params',
-           'calibration_runs', 'calibration_cells', 'calibration_power', 'calibration_fp_plain', 'calibration_summary',
-           'calibration_figure', 'calibration_text', 'audit_judgments', 'over_judges_text', 'audit_excess_figure',
-           'audit_heatmaps_figure', 'crowd_baseline', 'crowd_baseline_text', 'second_views', 'audit_headline',
-           'audit_headline_text', 'judge_alt_tests', 'checklist_answers', 'checklist_agreement', 'checklist_text']
+           'calibration_runs', 'calibration_plain_from', 'calibration_cells', 'calibration_power',
+           'calibration_fp_plain', 'calibration_summary', 'calibration_figure', 'calibration_text', 'audit_judgments',
+           'over_judges_text', 'audit_excess_figure', 'audit_heatmaps_figure', 'crowd_baseline', 'crowd_baseline_text',
+           'second_views', 'audit_headline', 'audit_headline_text', 'judge_alt_tests', 'checklist_answers',
+           'checklist_agreement', 'checklist_text']
 
 # %% ../../nbs/report/11b_tables.ipynb #c5fbe882
 def _sentence_alpha(n, s):
@@ -2069,6 +2070,7 @@ def check_calibration_params(p:dict, # the template's PARAMS
     assert p['n_sim'] >= 3 and p['n_boot'] >= 10, f"need n_sim >= 3 and n_boot >= 10: {p['n_sim']}, {p['n_boot']}"
     assert -1 < p['rho'] < 1 and p['method'] in ('spearman', 'pearson', 'kendall') and 0 < p['alpha_level'] < 1 and 0 < p['max_fp'] < 1
     assert p.get('loadings', 'shared') in ('shared', 'per slot'), f"loadings must be 'shared' or 'per slot', not {p['loadings']!r}"
+    assert isinstance(p.get('plain_from', ''), str), f"plain_from must be a run id (a string; empty: computed here), not {p['plain_from']!r}"
 
 # %% ../../nbs/report/11b_tables.ipynb #b1bec61f
 def _simulated_judges(p:dict, sigma:float, variant:str, s:int, ws:tuple)->tuple:
@@ -2080,9 +2082,18 @@ def _simulated_judges(p:dict, sigma:float, variant:str, s:int, ws:tuple)->tuple:
     assert all((sm['R_t'] == first['R_t']).all() for sm in sims.values()), 'the judges of one simulated dataset must share its raters'
     return first['R_t'], first['R_o'], first['docs'], {k: sm['pred'] for k, sm in sims.items()}
 
+def _plain_rows(p:dict, P:dict, R_t, R_o, docs, s:int)->dict:
+    "{judge (noise, w): its plain excess and p, and its dependence weight and p} on one simulated dataset (seed `s`)."
+    hb = human_baseline(P, R_t, R_o, docs=docs, method=p['method'], n_boot=p['n_boot'], seed=s).set_index('judge').to_dict('index')
+    dw = dependence_weight(P, R_t, R_o, docs=docs, n_boot=p['n_boot'], seed=s).set_index('judge').to_dict('index')
+    return {k: dict(excess=hb[k]['excess'], p_excess=hb[k]['p_excess'], w_hat=dw[k]['w'], p_w=dw[k]['p_w']) for k in P}
+
 def calibration_runs(p:dict, # the template's PARAMS
+                     plain:pd.DataFrame|None=None, # the runs of a calibration of the same simulations (`calibration_plain_from`): their plain excess and dependence weight are read, not computed again
                     )->pd.DataFrame:
     "Per simulated dataset and judge (noise x w): the plain excess and its p, the fitted reliability ratio, the corrected excess and its p, the dependence weight."
+    key = ['alpha', 'variant', 'judge_noise', 'w', 'sim']
+    known = None if plain is None else plain.set_index(key)[['excess', 'p_excess', 'w_hat', 'p_w']].to_dict('index')
     rows = []
     for a in p['alphas']:
         sigma = sigma_for_alpha(a)
@@ -2090,18 +2101,40 @@ def calibration_runs(p:dict, # the template's PARAMS
             for i in range(p['n_data']):
                 s = p['seed'] + i
                 R_t, R_o, docs, P = _simulated_judges(p, sigma, v, s, (0.0, p['w_power']))
-                hb = human_baseline(P, R_t, R_o, docs=docs, method=p['method'], n_boot=p['n_boot'], seed=s).set_index('judge')
-                mn = matched_null(P, R_t, R_o, docs=docs, method=p['method'], n_sim=p['n_sim'], seed=s, observed=dict(zip(hb.index, hb.excess)),
-                                  exchangeable=p.get('loadings', 'shared') == 'shared').set_index('judge')
-                dw = dependence_weight(P, R_t, R_o, docs=docs, n_boot=p['n_boot'], seed=s).set_index('judge')
-                hb_, mn_, dw_ = (t.to_dict('index') for t in (hb, mn, dw))      # {judge (noise, w): its row}: no Series lookups per value
+                if known is None: got = _plain_rows(p, P, R_t, R_o, docs, s)
+                elif missing := [k for k in P if (a, v, *k, i) not in known]:
+                    raise ValueError(f"plain has no row for alpha {a:g}, {v}, dataset {i}, judges {missing}: it must be calibration_runs of these simulations")
+                else: got = {k: known[(a, v, *k, i)] for k in P}
+                mn = matched_null(P, R_t, R_o, docs=docs, method=p['method'], n_sim=p['n_sim'], seed=s, observed={k: g['excess'] for k, g in got.items()},
+                                  exchangeable=p.get('loadings', 'shared') == 'shared').set_index('judge').to_dict('index')   # {judge (noise, w): its row}
                 for k in P:
-                    h, m, d = hb_[k], mn_[k], dw_[k]
-                    rows.append(dict(alpha=a, variant=v, judge_noise=k[0], w=k[1], sim=i, excess=h['excess'], p_excess=h['p_excess'],
+                    g, m = got[k], mn[k]
+                    rows.append(dict(alpha=a, variant=v, judge_noise=k[0], w=k[1], sim=i, excess=g['excess'], p_excess=g['p_excess'],
                                      reliability_ratio=m['reliability_ratio'], excess_null=m['excess_null'],
-                                     excess_corrected=m['excess_corrected'], p_corrected=m['p_corrected'], w_hat=d['w'], p_w=d['p_w']))
+                                     excess_corrected=m['excess_corrected'], p_corrected=m['p_corrected'], w_hat=g['w_hat'], p_w=g['p_w']))
             print(f"alpha {a:g}, {v}: {p['n_data']} datasets done")
     return pd.DataFrame(rows)
+
+# %% ../../nbs/report/11b_tables.ipynb #c00c382e
+CALIBRATION_RUNS = 'corrgap_calibration_runs'   # the file stem of a calibration run's per-dataset rows (parquet, with the run's parameters), for a run of the other loadings to read
+
+def calibration_plain_from(run:str, # a calibration run's id below outputs/, e.g. 'embedded/corrgap_calibration'
+                           p:dict, # this run's PARAMS
+                          )->tuple: # (that run's `calibration_runs`, its `calibration_fp_plain` table, the two files read)
+    """What a calibration run of the same simulations found for the tests that use no null: the plain excess test, the
+    dependence weight and the plain test's false positives. They do not depend on the null's `loadings`, so a run with
+    the other loadings reads them instead of computing them again. Every parameter but `loadings` and `plain_from` must
+    be that run's (it saves them with its rows): else a ValueError names those that differ."""
+    d = paths.outputs/run
+    f, fp = d/'tables'/f'{CALIBRATION_RUNS}.parquet', d/'tables'/'corrgap_calibration_fp_plain.csv'
+    if not (f.is_file() and fp.is_file()):
+        raise FileNotFoundError(f"plain_from={run!r}: {relpath(f)} or {relpath(fp)} is missing: run that calibration first (it writes both), or leave plain_from empty")
+    runs = pd.read_parquet(f)
+    made = runs.attrs.get('parameters', {})
+    if diff := sorted(k for k in set(made) | set(p) if k not in ('loadings', 'plain_from') and made.get(k) != p.get(k)):
+        raise ValueError(f"plain_from={run!r} simulated other datasets: " + '; '.join(f'{k} {made.get(k)!r} there, {p.get(k)!r} here' for k in diff))
+    runs.attrs = {}
+    return runs, pd.read_csv(fp), [f, fp]
 
 # %% ../../nbs/report/11b_tables.ipynb #34317ee2
 def _reject_share(p, alpha_level):

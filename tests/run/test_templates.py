@@ -67,6 +67,18 @@ def test_corrgap_calibration_small(tmp_path, tmp_outputs):
     assert (tmp_outputs/'figures'/'corrgap_calibration.png').exists() and (tmp_outputs/'tables'/'corrgap_calibration_text.md').exists()
     cells_nb = json.loads(out.read_text())['cells']
     assert not [o for c in cells_nb for o in c.get('outputs', []) if o.get('name') == 'stderr'], 'stderr in the executed notebook'
+    # the same simulations with a loading per slot, reading the run above (outputs/ itself: run id '.'): the tests without
+    # the null are that run's, and its rows are recorded as an input; a run of other simulations is refused before any work
+    small = dict(n_data=3, n_data_fp=6, n_items=150, n_sim=6, n_boot=20, alphas=[0.45], judge_noise=[0.5, 2.0])
+    with pytest.raises(pm.PapermillExecutionError, match="simulated other datasets: n_boot 20 there, 21 here"):
+        _execute('corrgap_calibration', tmp_path, **{**small, 'n_boot': 21}, loadings='per slot', plain_from='.')
+    _execute('corrgap_calibration', tmp_path, **small, loadings='per slot', plain_from='.')
+    slot = pd.read_csv(tmp_outputs/'tables'/'corrgap_calibration_cells.csv')
+    plain = ['alpha', 'variant', 'judge_noise', 'w', 'n_data', 'excess', 'w_hat'] + [c for c in cells if c.startswith(('reject_plain', 'reject_weight'))]
+    pd.testing.assert_frame_equal(slot[plain], cells[plain])
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_outputs/'tables'/'corrgap_calibration_fp_plain.csv'), fpp)
+    row = [json.loads(l) for l in (tmp_outputs/'manifest.jsonl').read_text().splitlines() if 'corrgap_calibration_cells.csv' in l][-1]
+    assert row['parameters']['loadings'] == 'per slot' and any(k.endswith('tables/corrgap_calibration_runs.parquet') for k in row['inputs']), row['inputs']
 
 def test_corrgap_audit_small(tmp_path, tmp_outputs):
     _execute('corrgap_audit', tmp_path, dataset='topical_chat', sources=['closerlook_analyze_rate'], n_perm=99, n_boot_excess=50,
