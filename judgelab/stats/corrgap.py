@@ -565,7 +565,7 @@ def _first_copies(X, # (B, n) copies of each item per resample; columns sorted b
 
 # %% ../../nbs/stats/06_corrgap.ipynb #f75b7570
 def _first_rows(X, # (B, m) weights
-                grp, # (B, m) group of each item per row: codes 0..G-1
+                grp, # (B, m) group of each item per row: codes 0..G-1; None: one group (quota (B, 1))
                 key, # (B, m) sort key per row: integers >= 0
                 quota, # (B, G) weight each group keeps per row
                 o, # (B, m) each row's items with each group's together and, inside a group, `key` ascending (equal keys in any order)
@@ -575,16 +575,19 @@ def _first_rows(X, # (B, m) weights
     B, m = X.shape
     flat = (o + m*np.arange(B)[:, None]).ravel()                                 # row-major positions: one gather each
     at = lambda Z: Z[0][o] if Z.strides[0] == 0 else Z.ravel()[flat].reshape(B, m)    # a row broadcast to every row: gathered once
-    ks, gs = at(grp*(int(key.max(initial=0)) + 1) + key), at(grp)
+    ks = at(key) if grp is None else at(grp*(int(key.max(initial=0)) + 1) + key)
     cum = np.cumsum(at(X), 1)
     ex = np.c_[np.zeros((B, 1)), cum[:, :-1]]                                   # weight ahead of each position (non-decreasing)
     new_run = np.c_[np.ones((B, 1), bool), ks[:, 1:] != ks[:, :-1]]
     end_run = np.c_[new_run[:, 1:], np.ones((B, 1), bool)]
-    new_grp = np.c_[np.ones((B, 1), bool), gs[:, 1:] != gs[:, :-1]]
     exf = np.maximum.accumulate(np.where(new_run, ex, 0), 1)                     # weight ahead of each run, ...
-    A = exf - np.maximum.accumulate(np.where(new_grp, ex, 0), 1)                 # ... and of it in its group
     T = np.minimum.accumulate(np.where(end_run, cum, np.inf)[:, ::-1], 1)[:, ::-1] - exf   # weight of the run
-    R = np.take_along_axis(quota, gs, 1) - A                                     # places the group has left where the run starts
+    if grp is None: R = quota - exf                                              # one group: places left where the run starts
+    else:
+        gs = at(grp)
+        new_grp = np.c_[np.ones((B, 1), bool), gs[:, 1:] != gs[:, :-1]]
+        A = exf - np.maximum.accumulate(np.where(new_grp, ex, 0), 1)             # ... and of it in its group
+        R = np.take_along_axis(quota, gs, 1) - A                                 # places the group has left where the run starts
     with np.errstate(invalid='ignore', divide='ignore'): f = np.where(T <= R, 1.0, np.where(R > 0, R/T, 0.0))
     F = np.empty(B*m)
     F[flat] = f.ravel()
@@ -600,8 +603,8 @@ def _split_shares(W, # (B, n) weights of the items per resample, in their own or
                   control:bool)->tuple: # (KL, KH)
     "`split_counts` with ties='fractional', made on the categories: every copy of an item keeps its category's share in L and in H."
     B, c = Wc.shape
-    zero, o = np.zeros((B, c), np.int64), _order_rows(D2)
-    fL, fH = _first_rows(Wc, zero, D2, k, o), _first_rows(Wc, zero, Dh, k, o[:, ::-1])   # reversed: D descending
+    o = _order_rows(D2)
+    fL, fH = _first_rows(Wc, None, D2, k, o), _first_rows(Wc, None, Dh, k, o[:, ::-1])   # reversed: D descending
     if control:
         G = _onehot(cs_, S, Wc.dtype)
         m = np.minimum((Wc*fH) @ G, (Wc*fL) @ G)                                 # each stratum's quota
@@ -706,8 +709,8 @@ def _split_rows(M, # (B, m) weights of the items per row (0: absent)
     D2 = np.rint(np.abs(2*_rank_rows(ct, Wc, nT) - 2*_rank_rows(co, Wc, nO))).astype(np.int64)   # twice the ranks: integers
     Dm = int(D2.max(initial=0))
     k = np.floor(Wc.sum(1, keepdims=True)/2)
-    zero, o = np.zeros((B, nc), np.int64), _order_rows(D2)
-    fL, fH = _first_rows(Wc, zero, D2, k, o), _first_rows(Wc, zero, Dm - D2, k, o[:, ::-1])   # reversed: D descending
+    o = _order_rows(D2)
+    fL, fH = _first_rows(Wc, None, D2, k, o), _first_rows(Wc, None, Dm - D2, k, o[:, ::-1])   # reversed: D descending
     cell = (sc + G*np.arange(B)[:, None]).ravel()
     per = lambda K: np.bincount(cell, weights=K.ravel(), minlength=B*G).reshape(B, G)
     q = np.minimum(per(Wc*fH), per(Wc*fL))                                       # each stratum's quota
