@@ -67,6 +67,24 @@ def _env_threads()->int|None:
     if not v.isdigit(): raise ValueError(f"JUDGELAB_LLAMA_THREADS must be a positive integer (or empty: all cores), not {v!r}")
     return int(v)
 
+# %% ../../nbs/llm/02a_backends.ipynb #6eca8721
+@functools.cache
+def _state_llama():
+    """llama-cpp-python's `Llama` whose saved states leave out its score rows. Without logits_all the model keeps no
+    logits per token (judgelab reads each step's logits from the context), yet `save_state` copied the whole score
+    buffer (n_batch x vocabulary floats: 98 MB for SmolLM2) into every state and `load_state` copied it back and
+    scanned it: 35-75 ms per saved reply and 190 ms per reload, and the RAM cache, which counts only the model's own
+    state bytes, held about 100 MB more per state than its capacity says. The model's state (its KV cells) is kept whole."""
+    from llama_cpp import Llama
+    class StateLlama(Llama):
+        def _without_scores(self, f, *a):
+            scores, self.scores = self.scores, np.empty((0, self.n_vocab()), np.single)
+            try: return f(self, *a)
+            finally: self.scores = scores
+        def save_state(self): return self._without_scores(Llama.save_state)
+        def load_state(self, state): return self._without_scores(Llama.load_state, state)
+    return StateLlama
+
 # %% ../../nbs/llm/02a_backends.ipynb #e5b8497d
 class LlamaCppBackend(Backend):
     "In-process llama.cpp on the CPU (`llama-cpp-python`); the embedded default."
@@ -105,7 +123,7 @@ class LlamaCppBackend(Backend):
         "The llama.cpp model (loaded on first use; a separate instance with logits_all for logprob requests)."
         if logits_all not in self._llm:
             from llama_cpp import Llama
-            llm = Llama(model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
+            llm = (Llama if logits_all else _state_llama())(model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
                         n_threads_batch=self.n_threads, n_batch=self.n_batch, logits_all=logits_all, verbose=self.verbose)
             if self.state_cache_mb and not logits_all:     # llama-cpp-python's LRU of states: saved after each reply, the longest prefix reloaded
                 from llama_cpp import LlamaRAMCache
