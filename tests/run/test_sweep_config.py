@@ -127,6 +127,9 @@ def test_the_main_job_runs_two_llama_cpp_runs_at_once_and_its_long_runs_first():
     assert prio['judge'] > prio['agreement'] and prio['corrgap_calibration'] > prio['data_overview']
     # the longest runs without an LLM too: one that starts last (corrgap_noise did) leaves a core idle at the end
     assert min(prio[e] for e in ('corrgap_noise', 'corrgap_synthetic', 'paper_decomposition')) > max(prio[e] for e in ('agreement', 'replay', 'reliability'))
+    # the judge runs and the audits gate the decomposition notebook (about 3 min of fits): they, and it, go before the
+    # simulations that nothing but the findings wait for (the decomposition notebook started last and a core sat idle at the end)
+    assert min(prio[e] for e in ('judge', 'corrgap_audit', 'paper_decomposition')) > max(prio[e] for e in ('corrgap_calibration', 'corrgap_noise', 'corrgap_synthetic'))
 
 @pytest.mark.parametrize('flag', [['-j', '0'], ['--llm-jobs', '0']])
 def test_a_run_count_below_one_is_refused_before_snakemake_starts(cli, flag):
