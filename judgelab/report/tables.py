@@ -2120,7 +2120,8 @@ CALIBRATION_RUNS = 'corrgap_calibration_runs'   # the file stem of a calibration
 
 def calibration_plain_from(run:str, # a calibration run's id below outputs/, e.g. 'embedded/corrgap_calibration'
                            p:dict, # this run's PARAMS
-                          )->tuple: # (that run's `calibration_runs`, its `calibration_fp_plain` table, the two files read)
+                           rep, # this run's Report: the two files read are recorded as its inputs
+                          )->tuple: # (that run's `calibration_runs`, its `calibration_fp_plain` table)
     """What a calibration run of the same simulations found for the tests that use no null: the plain excess test, the
     dependence weight and the plain test's false positives. They do not depend on the null's `loadings`, so a run with
     the other loadings reads them instead of computing them again. Every parameter but `loadings` and `plain_from` must
@@ -2129,12 +2130,12 @@ def calibration_plain_from(run:str, # a calibration run's id below outputs/, e.g
     f, fp = d/'tables'/f'{CALIBRATION_RUNS}.parquet', d/'tables'/'corrgap_calibration_fp_plain.csv'
     if not (f.is_file() and fp.is_file()):
         raise FileNotFoundError(f"plain_from={run!r}: {relpath(f)} or {relpath(fp)} is missing: run that calibration first (it writes both), or leave plain_from empty")
-    runs = pd.read_parquet(f)
+    runs = pd.read_parquet(rep.read(f))
     made = runs.attrs.get('parameters', {})
     if diff := sorted(k for k in set(made) | set(p) if k not in ('loadings', 'plain_from') and made.get(k) != p.get(k)):
         raise ValueError(f"plain_from={run!r} simulated other datasets: " + '; '.join(f'{k} {made.get(k)!r} there, {p.get(k)!r} here' for k in diff))
     runs.attrs = {}
-    return runs, pd.read_csv(fp), [f, fp]
+    return runs, run_table('corrgap_calibration_fp_plain', [run], rep)
 
 # %% ../../nbs/report/11b_tables.ipynb #34317ee2
 def _reject_share(p, alpha_level):

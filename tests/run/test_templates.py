@@ -55,7 +55,8 @@ def test_corrgap_noise_small(tmp_path, tmp_outputs):
     assert (tmp_outputs/'figures'/'corrgap_noise.png').exists()
 
 def test_corrgap_calibration_small(tmp_path, tmp_outputs):
-    out = _execute('corrgap_calibration', tmp_path, n_data=3, n_data_fp=6, n_items=150, n_sim=6, n_boot=20, alphas=[0.45], judge_noise=[0.5, 2.0])
+    small = dict(n_data=3, n_data_fp=6, n_items=150, n_sim=6, n_boot=20, alphas=[0.45], judge_noise=[0.5, 2.0])
+    out = _execute('corrgap_calibration', tmp_path, **small)
     import pandas as pd
     cells = pd.read_csv(tmp_outputs/'tables'/'corrgap_calibration_cells.csv')
     assert len(cells) == 1*2*2*2 and set(cells.variant) == {'plain', 'halo and bias'} and set(cells.w) == {0.0, 0.4}
@@ -69,7 +70,6 @@ def test_corrgap_calibration_small(tmp_path, tmp_outputs):
     assert not [o for c in cells_nb for o in c.get('outputs', []) if o.get('name') == 'stderr'], 'stderr in the executed notebook'
     # the same simulations with a loading per slot, reading the run above (outputs/ itself: run id '.'): the tests without
     # the null are that run's, and its rows are recorded as an input; a run of other simulations is refused before any work
-    small = dict(n_data=3, n_data_fp=6, n_items=150, n_sim=6, n_boot=20, alphas=[0.45], judge_noise=[0.5, 2.0])
     with pytest.raises(pm.PapermillExecutionError, match="simulated other datasets: n_boot 20 there, 21 here"):
         _execute('corrgap_calibration', tmp_path, **{**small, 'n_boot': 21}, loadings='per slot', plain_from='.')
     _execute('corrgap_calibration', tmp_path, **small, loadings='per slot', plain_from='.')
