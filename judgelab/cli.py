@@ -50,8 +50,12 @@ def _judge_parser(sub)->None:
     x.add_argument('--n-items', type=int, default=100, help='items to judge, a seeded sample (default 100; 0: all)')
     x.add_argument('--seed', type=int, default=0, help='item sampling and generation seed (default 0)')
     x.add_argument('--backend', default='openai', help="openai (any OpenAI-compatible server; the default), vllm (in-process, GPU) or llamacpp (the embedded CPU model)")
-    x.add_argument('--base-url', help='the server of --backend openai, e.g. http://127.0.0.1:8000/v1 (its API key: $OPENAI_API_KEY)')
+    x.add_argument('--base-url', help='the server of --backend openai, e.g. http://127.0.0.1:8000/v1 (no user:password@ in it; its API key: $OPENAI_API_KEY)')
     x.add_argument('--model', help='the model: its name on the server (openai), a Hugging Face id or folder (vllm)')
+    x.add_argument('--model-id', help="the model's identity in the generation cache (default: --model). Replies cached under it are reused "
+                   "whatever server answered them: give one when two servers serve the same weights, or another when a name now serves other weights")
+    x.add_argument('--timeout', type=float, default=120, help='seconds for one whole request to the server, reply included (default 120, at most 3600)')
+    x.add_argument('--max-retries', type=int, default=5, help="retries of a request on timeouts, 429 and 5xx (default 5, at most 20; a server's Retry-After is waited, at most 120 s)")
     x.add_argument('--option', action='append', metavar='KEY=VALUE', help="an option of the method, value read as YAML, e.g. --option max_tokens=256 (repeatable)")
     x.add_argument('--resume', action='store_true', help='continue a run of this command that was killed (finished requests come from the cache)')
     x.add_argument('--no-audit', action='store_true', help='judge only: no audit')
@@ -142,7 +146,10 @@ def _readme_parser(sub)->None:
 def parser()->argparse.ArgumentParser:
     "The `judgelab` command-line parser."
     p = argparse.ArgumentParser(prog='judgelab', description='judgelab: multi-dimensional LLM-as-a-judge meta-evaluation. '
-                                'Datasets, published judgments and sweeps from the command line.')
+                                'Datasets, published judgments and sweeps from the command line.',
+                                epilog='Exit status of every command: 0 done; 1 a run failed; 2 bad input (nothing ran); 3 (sweep --strict) a run '
+                                'finished degraded; 130 interrupted (Ctrl-C or SIGTERM). A failure is one "error: ..." line; --debug adds the traceback.')
+    p.add_argument('--debug', action='store_true', help='on a failure, print the Python traceback too (secrets redacted), e.g. judgelab --debug judge ...')
     p.add_argument('--version', action='version', version=f"judgelab {sys.modules['judgelab'].__version__}")  # settings.ini's version (nbdev_export)
     sub = p.add_subparsers(dest='cmd', metavar='COMMAND', required=True)
     for add in (_audit_parser, _judge_parser, _data_parser, _judgments_parser, _sweep_parser, _readme_parser): add(sub)

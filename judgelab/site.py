@@ -936,7 +936,7 @@ def build_site(out:str|Path='_site', # the folder to write (emptied first)
     rendered = _render_all(c, lib_nbs, jobs)
     commits = _commits(c.arts)
     footer = (f'Built by <code>judgelab.site</code> from the manifests of <code>outputs/{esc(sweep)}/</code> and the executed notebooks '
-              f'of <code>papermill_runs/{esc(sweep)}/</code>' + (f' (commits {", ".join(f"<code>{x}</code>" for x in commits)})' if commits else '') + '.')
+              f'of <code>papermill_runs/{esc(sweep)}/</code>' + (f' (commits {", ".join(f"<code>{esc(x)}</code>" for x in commits)})' if commits else '') + '.')
     write = functools.partial(_write_page, out, footer, {outputs: 'outputs', runs_dir: 'papermill_runs'})
     write('index.html', *_index_html(c, max_rows))
     write('figures.html', 'Figures · judgelab', _figures_html(c))

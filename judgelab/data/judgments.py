@@ -15,20 +15,25 @@ from ..llm.parse import in_range, range_failure, parse_score, Parsed, NO_SCORE, 
 from . import DATASETS, closest, get_spec, load, as_dataset, raw_dir, group_files, group_digest, DataError, register, hooks
 
 # %% auto #0
-__all__ = ['JUDGMENT_COLUMNS', 'JUDGMENT_SOURCES', 'MAX_SAMPLE', 'slug', 'judgments_path', 'save_judgments', 'write_parquet',
-           'JudgmentSource', 'reader', 'Replay', 'judgment_rows', 'range_checked', 'parse_rts', 'parse_choice',
-           'parse_stars', 'parse_geval_sample', 'parse_batch', 'parsed_row', 'pooled_correlations',
-           'grouped_correlations', 'list_judgments', 'load_judgments', 'judgment_scores', 'score_coverage',
-           'judgments_inputs', 'authors_scores', 'run_probes', 'authors_correlations', 'rule_differences',
-           'JudgmentImportError', 'check_judge_name', 'check_model_name', 'validate_judgments', 'import_judgments',
-           'as_judgments', 'store_import']
+__all__ = ['JUDGMENT_COLUMNS', 'MAX_SLUG_BYTES', 'JUDGMENT_SOURCES', 'MAX_JUDGE_BYTES', 'MAX_SAMPLE', 'slug', 'judgments_path',
+           'save_judgments', 'write_parquet', 'JudgmentSource', 'reader', 'Replay', 'judgment_rows', 'range_checked',
+           'parse_rts', 'parse_choice', 'parse_stars', 'parse_geval_sample', 'parse_batch', 'parsed_row',
+           'pooled_correlations', 'grouped_correlations', 'list_judgments', 'load_judgments', 'judgment_scores',
+           'score_coverage', 'judgments_inputs', 'authors_scores', 'run_probes', 'authors_correlations',
+           'rule_differences', 'JudgmentImportError', 'check_judge_name', 'check_model_name', 'validate_judgments',
+           'import_judgments', 'as_judgments', 'store_import']
 
 # %% ../../nbs/data/01a_judgments.ipynb #0a4e7b19
 JUDGMENT_COLUMNS = ['item_id', 'dimension', 'judge', 'model', 'score', 'rationale', 'sample', 'parse_ok', 'failure']
 
-def slug(s)->str:
-    "`s` as part of a file name: every run of characters other than letters, digits, '.', '_' and '-' becomes one '_'."
-    return re.sub(r'[^A-Za-z0-9._-]+', '_', str(s)).strip('_')
+MAX_SLUG_BYTES = 100   # bytes (UTF-8) of one name in a file name: with the others beside it, within the file system's 255
+
+def slug(s, max_bytes:int=MAX_SLUG_BYTES)->str:
+    "`s` as part of a file name: every run of characters other than letters and digits (any script), '.', '_' and '-' becomes one '_'."
+    out = re.sub(r'[^\w.-]+', '_', str(s)).strip('_')
+    if len(raw := out.encode()) <= max_bytes: return out
+    h = hashlib.sha256(str(s).encode('utf-8', 'surrogatepass')).hexdigest()[:8]
+    return raw[:max_bytes - 9].decode('utf-8', 'ignore').rstrip('._-') + '-' + h
 
 # %% ../../nbs/data/01a_judgments.ipynb #73cf0d3e
 def judgments_path(dataset:str, # dataset name (or a loaded Dataset)
@@ -424,21 +429,25 @@ def rule_differences(j:pd.DataFrame, # judgelab's judgments of the source (`load
 # %% ../../nbs/data/01a_judgments.ipynb #c043635a
 class JudgmentImportError(ValueError): "A judgments file that does not fit its dataset."
 
-_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]{0,79}')
+_NAME = re.compile(r'[^\W_][\w.-]*')     # a letter or digit of any script first
+MAX_JUDGE_BYTES = 80             # bytes (UTF-8) of a judge name
 
 # %% ../../nbs/data/01a_judgments.ipynb #85f203d9
 def check_judge_name(name:str)->str:
-    "A judge name fit to be part of a file name: letters, digits, '.', '_', '-', at most 80, no '__' (it separates judge and model)."
-    if not isinstance(name, str) or not _NAME.fullmatch(name) or '__' in name or name.strip('.') == '':
-        raise JudgmentImportError(f"judge name {name!r} cannot name a file: use letters, digits, '.', '_' and '-' (at most 80, starting with a "
-                                  f"letter or digit, no '__', no '/'), e.g. {slug(str(name)).replace('__', '_')[:80] or 'my_judge'!r}")
+    "A judge name fit to be part of a file name: letters and digits (any script), '.', '_', '-', at most 80 bytes, no '__' (it separates judge and model)."
+    if (not isinstance(name, str) or not _NAME.fullmatch(name) or '__' in name or name.strip('.') == ''
+            or len(name.encode('utf-8', 'surrogatepass')) > MAX_JUDGE_BYTES):
+        hint = slug(str(name), MAX_JUDGE_BYTES).replace('__', '_') or 'my_judge'
+        raise JudgmentImportError(f"judge name {str(name)[:100]!r} cannot name a file: use letters and digits (any script), '.', '_' and '-' "
+                                  f"(at most {MAX_JUDGE_BYTES} bytes, starting with a letter or digit, no '__', no '/'), e.g. {hint!r}")
     return name
 
 # %% ../../nbs/data/01a_judgments.ipynb #d2267027
 def check_model_name(name:str)->str:
     "A model name: any printable text (a '/' stays in the judgments' `model` column; the file name uses its slug)."
     if not isinstance(name, str) or not name.strip() or len(name) > 200 or not name.isprintable() or not slug(name).strip('.'):
-        raise JudgmentImportError(f"model name {name!r} must be printable text of 1-200 characters with at least one letter or digit")
+        raise JudgmentImportError(f"model name {str(name)[:100]!r}{'...' if len(str(name)) > 100 else ''} must be printable text of "
+                                  f"1-200 characters with at least one letter or digit (any script); it has {len(str(name))}")
     return name
 
 # %% ../../nbs/data/01a_judgments.ipynb #5594b222
@@ -474,6 +483,13 @@ def _unique_keys(pairs):
     return dict(pairs)
 
 # %% ../../nbs/data/01a_judgments.ipynb #906fabac
+def _json_line(line:str)->tuple:
+    "(the JSON object of one line, None) or (None, what is wrong with it)."
+    try: r = json.loads(line, object_pairs_hook=_unique_keys)
+    except ValueError as e: return None, f'not JSON ({e})'
+    except RecursionError: return None, 'nested too deep to read (a judgment is one flat JSON object)'   # Python's parser recurses per level
+    return (r, None) if isinstance(r, dict) else (None, 'not a JSON object')
+
 def _read_rows(data:bytes, # the file's bytes, read once
                where:str, # the file's name, for messages
                jsonl:bool=False, # JSON lines (else CSV)
@@ -485,14 +501,9 @@ def _read_rows(data:bytes, # the file's bytes, read once
     if jsonl:
         for i, line in enumerate(text.split('\n'), 1):
             if not line.strip(): continue
-            try: r = json.loads(line, object_pairs_hook=_unique_keys)
-            except ValueError as e:
-                bad.append(f'line {i}: not JSON ({e})')
-                continue
-            if not isinstance(r, dict):
-                bad.append(f'line {i}: not a JSON object')
-                continue
-            records.append((i, r))
+            r, why = _json_line(line)
+            if why: bad.append(f'line {i}: {why}')
+            else: records.append((i, r))
         keys = list(dict.fromkeys(k for _, r in records for k in r))
         records = [(i, {k: r.get(k, 0 if k == 'sample' else None) for k in keys}) for i, r in records]   # a key a line leaves out: no value (sample: 0)
         kind, unit = 'malformed line(s)', 'line'

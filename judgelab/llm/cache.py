@@ -11,7 +11,8 @@ from . import Backend, Choice, Completion, Request, Job, assemble, BackendError,
 
 # %% auto #0
 __all__ = ['canonical_json', 'request_key', 'stored_key', 'row_checksum', 'CacheMissError', 'CacheCorruptError',
-           'CacheImportError', 'stored_choice', 'GenerationCache', 'CachedBackend']
+           'CacheImportError', 'stored_choice', 'GenerationCache', 'CacheOriginError', 'GenerationInterrupted',
+           'CachedBackend']
 
 # %% ../../nbs/llm/02b_cache.ipynb #5c4b9a28
 def canonical_json(obj)->str:
@@ -229,6 +230,14 @@ class GenerationCache:
             lost = cur.rowcount == 0        # ignored: another process stored this key since the lookup
         self.rejected.pop(key, None)
         return self.get_many([key]).get(key) if lost else None
+    def origins(self, keys)->dict:
+        "{key: who answered} for the keys present: the `backend` recorded with each reply (for a server, its address)."
+        keys, out = list(dict.fromkeys(keys)), {}
+        with self._guard():
+            for s in range(0, len(keys), 500):
+                chunk = keys[s:s + 500]
+                out.update(self.conn().execute(f"SELECT key, backend FROM generations WHERE key IN ({','.join('?'*len(chunk))})", chunk).fetchall())
+        return out
     def close(self):
         "Fold the write-ahead log into the file and close this thread's connection (before copying the file elsewhere)."
         c = getattr(self._local, 'c', None)
@@ -305,6 +314,19 @@ class GenerationCache:
     def __repr__(self): return f"GenerationCache('{self.path}', entries={len(self)})"
 
 # %% ../../nbs/llm/02b_cache.ipynb #b8fb71dd
+class CacheOriginError(ValueError): "Cached replies for this model name were answered by another server (a different model may be served under the name)."
+
+# %% ../../nbs/llm/02b_cache.ipynb #101b7aa9
+class GenerationInterrupted(KeyboardInterrupt): "Generation interrupted (Ctrl-C, SIGTERM); what was generated is cached and the message says how far it got."
+
+# %% ../../nbs/llm/02b_cache.ipynb #8ff621f3
+def _unstorable(ch:Choice)->str|None:
+    "Why a generated sample cannot be stored (text that is not valid Unicode: JSON can carry a lone surrogate), or None."
+    if _unicode(ch.to_json()): return None
+    bad = next((c for c in (ch.text or '') if not _unicode(c)), None)
+    return (f"the reply is not valid Unicode (it holds {ascii(bad) if bad else 'a lone surrogate'}, which no UTF-8 file can store): "
+            "recorded as a failure, not cached, asked again by the next run")
+
 class CachedBackend(Backend):
     "A backend behind the generation cache."
     def __init__(self, inner:Backend|None, cache:GenerationCache, mode:str='readwrite', model:str|None=None, verbose:bool=True):
@@ -318,6 +340,17 @@ class CachedBackend(Backend):
     def identity(self): return self._model or self.inner.identity()
     def check_request(self, r):
         if self.inner: self.inner.check_request(r)
+    def _origin_check(self, found:dict, model:str)->None:
+        "Refuse hits that another server answered, when the inner backend is a server known only by its model's name (no `model_id`)."
+        here = getattr(self.inner, 'origin', None)
+        if not found or here is None or getattr(self.inner, 'model_id', None): return
+        here = here()
+        other = {k: o for k, o in self.cache.origins(found).items() if o not in (here, None, '', 'openai')}   # 'openai': from before servers were recorded
+        if other:
+            raise CacheOriginError(f"{len(other)} of the {len(found)} cached replies for model {model!r} were answered by "
+                                   f"{', '.join(sorted(set(other.values()))[:3])}, not by {here}: another model may be served under this name, "
+                                   "so they are not used and nothing was sent. If both serve the same weights, say so with a model identity "
+                                   "(model_id=..., `judgelab judge --model-id`); otherwise give this model another one")
     def generate(self, requests, progress=True):
         requests = list(requests)
         jobs = self.jobs(requests)
@@ -325,6 +358,7 @@ class CachedBackend(Backend):
         keys = {j.index: request_key(model, j.request, j.sample) for j in jobs}
         got = {}
         found = self.cache.get_many(keys.values())
+        self._origin_check(found, model)
         missing, first, twins = [], {}, {}      # a request repeated within the batch is generated once and shared
         for j in jobs:
             k = keys[j.index]
@@ -344,12 +378,18 @@ class CachedBackend(Backend):
                     j = jobs[idx]
                     ch.sample = j.sample
                     ch.key = keys[idx]
+                    if not ch.error and (why := _unstorable(ch)): ch = Choice('', 'error', sample=j.sample, error=why, key=keys[idx])
                     if ch.error: self.last['failed'] += 1       # a refused request: on its row, not in the cache
                     else:
-                        ch = self.cache.put(keys[idx], model, j.request, ch, self.inner.name) or ch   # another writer's sample if it came first
+                        who = self.inner.origin() if hasattr(self.inner, 'origin') else self.inner.name
+                        ch = self.cache.put(keys[idx], model, j.request, ch, who) or ch   # another writer's sample if it came first
                         self.last['generated'] += 1
                     got[idx] = ch
                     for t in twins.get(idx, ()): got[t] = Choice(**{**ch.__dict__, 'cached': not ch.error})
+        except KeyboardInterrupt:
+            done = self.last['generated']
+            raise GenerationInterrupted(f"interrupted after {done} of {len(missing)} missing samples were generated and cached "
+                                        f"({self.last['hits']} were cache hits): the same batch again generates only the other {len(missing) - done}") from None
         except BaseException as e:
             done = self.last['generated']
             raise BackendError(f"generation failed after {done} of {len(missing)} missing samples were generated and cached "

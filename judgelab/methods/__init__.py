@@ -15,8 +15,8 @@ from .decompose import decomposition
 from .dimcheck import dimcheck as _dimcheck, dimcheck_file_method, check_dimcheck_options   # as _dimcheck: judgelab.methods.dimcheck stays the module
 
 # %% auto #0
-__all__ = ['METHODS', 'FIXED_ARGS', 'OPTION_CHECKS', 'ENTRY_KEYS', 'check_options', 'run', 'file_method', 'method_plan',
-           'method_problems']
+__all__ = ['METHODS', 'FIXED_ARGS', 'OPTION_CHECKS', 'ENTRY_KEYS', 'MAX_N_ITEMS', 'check_options', 'run', 'file_method',
+           'method_plan', 'method_problems']
 
 # %% ../../nbs/methods/10a_methods.ipynb #c123bd7e
 METHODS = dict(analyze_rate=analyze_rate, geval=geval, direct=direct,     # 07_judges
@@ -132,6 +132,9 @@ def _plan_clashes(plan:list)->list:
             for label, ps in pd.Series([p['_at'] for p in plan]).groupby([p['label'] for p in plan], sort=False) if len(ps) > 1]
 
 # %% ../../nbs/methods/10a_methods.ipynb #34f110ba
+MAX_N_ITEMS = 1_000_000     # the most items one run may judge (every dataset here has fewer than 10,000)
+_N_ITEMS = f"n_items must be a whole number 0-{MAX_N_ITEMS:,} (0: all)"
+
 def method_plan(entries:list, # [{method, options?, dims?, n_items?, label?}] or plain method names
                 dataset, # a dataset name or spec (names and options checked), or a loaded Dataset (also probed)
                 dims=None, # dimensions of the entries that name none (None or []: all)
@@ -174,7 +177,7 @@ def method_plan(entries:list, # [{method, options?, dims?, n_items?, label?}] or
                 try: load_checklist(spec.name, d, opts.get('stage', 'seed' if m == 'reference' else None))
                 except (ValueError, KeyError) as x: errs.append(f'{where}: {x}')
         n = e.get('n_items', n_items)
-        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0): errs.append(f"{where}: n_items must be an int >= 0 (0: all), not {n!r}")
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_N_ITEMS): errs.append(f"{where}: {_N_ITEMS}, not {str(n)[:40]}")
         label = str(e.get('label') or file_method(m, opts))
         if not re.fullmatch(r'[A-Za-z0-9._-]+', label): errs.append(f"{where}: label {label!r} must be letters, digits, '.', '_' or '-' (it names a file)")
         plan.append(dict(label=label, method=m, options=opts, dims=ds_, n_items=n or None, max_chars=max_chars or None, _at=where))

@@ -18,11 +18,11 @@ from ..core import paths, record_manifest, sha256_file, _rel
 
 # %% auto #0
 __all__ = ['MIN_FONT', 'MIN_ANNOT', 'DATASET_LABELS', 'MODEL_LABELS', 'PROMPT_LABELS', 'NA_COLOR', 'HEADERS', 'DIM_COLUMNS',
-           'set_style', 'small_text', 'dataset_label', 'dim_label', 'model_label', 'prompt_label', 'judge_label',
-           'heatmap', 'heatmap_note', 'add_note', 'ci_errorbar', 'corrgap_series', 'f3', 'n_of', 'header',
-           'latex_escape', 'judge_names', 'display_names', 'latex_table', 'md_cell', 'save_table', 'save_figure',
-           'save_text', 'relpath', 'Report', 'run_dirs', 'run_outputs', 'run_id', 'run_judgment_files',
-           'collect_judgments', 'manifests', 'write_outputs_index']
+           'FORMULA_START', 'set_style', 'small_text', 'dataset_label', 'dim_label', 'model_label', 'prompt_label',
+           'judge_label', 'heatmap', 'heatmap_note', 'add_note', 'ci_errorbar', 'corrgap_series', 'f3', 'n_of',
+           'header', 'latex_escape', 'judge_names', 'display_names', 'latex_table', 'md_cell', 'csv_cell', 'csv_safe',
+           'csv_text', 'save_table', 'save_figure', 'save_text', 'relpath', 'Report', 'run_dirs', 'run_outputs',
+           'run_id', 'run_judgment_files', 'collect_judgments', 'manifests', 'write_outputs_index']
 
 # %% ../../nbs/report/11_report.ipynb #651f85db
 MIN_FONT = 8      # points: the smallest text of a saved figure (tick labels, legends, notes)
@@ -342,6 +342,27 @@ def _fmt(x, digits):
     return x
 
 # %% ../../nbs/report/11_report.ipynb #590a52f2
+FORMULA_START = ('=', '+', '-', '@', '\t', '\r')      # a spreadsheet reads a cell that starts so as a formula
+_PLAIN_NUMBER = re.compile(r'[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?')
+
+def csv_cell(x):
+    "A text cell that a spreadsheet would read as a formula, with a leading apostrophe (OWASP's rule); anything else as it is."
+    if isinstance(x, str) and len(x) > 1 and x.startswith(FORMULA_START) and not _PLAIN_NUMBER.fullmatch(x): return "'" + x
+    return x
+
+# %% ../../nbs/report/11_report.ipynb #bbac2951
+def csv_safe(df:pd.DataFrame)->pd.DataFrame:
+    "`df` with every text cell, column name and index label passed through `csv_cell`: what an exported CSV holds."
+    text = lambda s: s.dtype == object or isinstance(s.dtype, pd.StringDtype)
+    out = df.apply(lambda s: s.map(csv_cell) if text(s) else s).rename(columns=csv_cell)
+    return out.rename(index=csv_cell) if text(pd.Series(out.index)) else out
+
+# %% ../../nbs/report/11_report.ipynb #a5a412c1
+def csv_text(x):
+    "The text `csv_cell` escaped, as it was (for code that reads an exported CSV back)."
+    return x[1:] if isinstance(x, str) and x.startswith("'") and len(x) > 2 and x[1:].startswith(FORMULA_START) else x
+
+# %% ../../nbs/report/11_report.ipynb #114fb0d7
 def save_table(df:pd.DataFrame, # the table
                name:str, # file stem under outputs/tables/
                notebook:str|None=None, # the notebook that made it
@@ -360,7 +381,7 @@ def save_table(df:pd.DataFrame, # the table
     out = Path(out_dir or paths.tables)
     out.mkdir(parents=True, exist_ok=True)
     csv, md, tex = out/f'{name}.csv', out/f'{name}.md', out/f'{name}.tex'
-    df.to_csv(csv, index=index)
+    csv_safe(df).to_csv(csv, index=index)
     flat = df.reset_index() if index else df
     shown = judge_names(flat).map(lambda x: md_cell(_fmt(x, digits))).rename(columns=md_cell)
     md.write_text((_comment(caption) if caption else '') + shown.to_markdown(index=False, disable_numparse=True) + '\n')

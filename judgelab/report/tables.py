@@ -18,7 +18,7 @@ from ..methods.judges import direct_regressor, summarize
 from ..methods.checklist import answer_table, binarized_likert, load_checklist, question_agreement, score_agreement
 from ..methods.decompose import REGRESSOR_ORDER, aggregate, best_regressor, hypoeval_aggregate, hypoeval_hypotheses, split_indices
 from ..methods.dimcheck import EDITOR_TAG, edit_rate
-from . import add_note, ci_errorbar, corrgap_series, f3, n_of, dataset_label, dim_label, heatmap, heatmap_note, judge_label, relpath, run_id, run_judgment_files, run_outputs
+from . import csv_text, add_note, ci_errorbar, corrgap_series, f3, n_of, dataset_label, dim_label, heatmap, heatmap_note, judge_label, relpath, run_id, run_judgment_files, run_outputs
 
 # %% auto #0
 __all__ = ['REPLAY_COLUMNS', 'API_MODELS', 'LIKERT_AGREEMENT_COLUMNS', 'LIKERT_QUALITY_COLUMNS', 'ACCEPTABLE_ALPHA',
@@ -720,7 +720,7 @@ def run_table(name:str, # a table's stem: tables/<name>.csv
     "The table another run wrote (None if no run read here wrote it; the last run's, with a note, if several did)."
     fs = run_outputs(f'tables/{name}.csv', runs)
     if len(fs) > 1: print(f"note: {len(fs)} runs wrote tables/{name}.csv ({', '.join(map(run_id, fs))}); reading the one of {run_id(fs[-1])}")
-    return pd.read_csv(rep.read(fs[-1])) if fs else None
+    return pd.read_csv(rep.read(fs[-1])).map(csv_text) if fs else None      # its text as it was before export
 
 # %% ../../nbs/report/11b_tables.ipynb #e3901bff
 def f2(x)->str:

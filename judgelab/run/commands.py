@@ -4,7 +4,7 @@
 
 # %% ../../nbs/run/13_cli.ipynb #541bd0ed
 from __future__ import annotations
-import os, sys, argparse, re, textwrap, shutil, subprocess, tempfile, contextlib, math, fcntl, json, hashlib, time
+import os, sys, argparse, re, textwrap, shutil, subprocess, tempfile, contextlib, math, fcntl, json, hashlib, time, signal, threading, traceback
 from pathlib import Path
 import pandas as pd, yaml
 from .. import data as D
@@ -12,15 +12,19 @@ from ..data import judgments as JM
 from ..core import paths, resource_name
 from ..methods import method_plan, run as run_method
 from ..methods.judges import select_items
-from ..llm.models import get_backend
+from ..llm.models import get_backend, check_backend
+from ..llm.backends import safe_url, redact_secret, MAX_TIMEOUT_S, MAX_RETRIES
+from ..llm.cache import CacheOriginError
+from ..llm import BackendError
 from ..report.judge_run import backend_kwargs
-from ..stats.audits import audit_legend, audit_next, coverage_text
+from ..report import csv_text
+from ..stats.audits import audit_legend, audit_next, coverage_text, MAX_RESAMPLES, MAX_SIMS
 from . import sweep as S
 from .sweep import _dur
 
 # %% auto #0
-__all__ = ['JSON_SCHEMA', 'AUDIT_TEMPLATE', 'README_FILES', 'JUDGE_BACKENDS', 'COMMANDS', 'audit_run_id', 'run_with_progress',
-           'AuditBusy', 'render_readme', 'judge_run_id', 'run']
+__all__ = ['JSON_SCHEMA', 'AUDIT_TEMPLATE', 'MAX_COUNTS', 'README_FILES', 'JUDGE_BACKENDS', 'COMMANDS', 'BAD_INPUT',
+           'audit_run_id', 'run_with_progress', 'AuditBusy', 'render_readme', 'judge_run_id', 'redact_output', 'run']
 
 # %% ../../nbs/run/13_cli.ipynb #49f32710
 _ITEM = 'list'   # JSON_SCHEMA: ('list', {...}) is a list of objects with these keys, ('object', {...}) one object
@@ -234,19 +238,26 @@ def run_with_progress(cmd:list, env:dict, log:Path, desc:str, progress:bool=True
             seen = len(lines)
             if last: print(f'{desc} [{_dur(time.time() - t0)}] done', file=sys.stderr, flush=True)
         p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env={**env, 'JUDGELAB_PROGRESS': str(prog)}, cwd=paths.root, text=True)
-        while p.poll() is None:
-            if progress: show()
-            time.sleep(0.3)
+        try:
+            while p.poll() is None:
+                if progress: show()
+                time.sleep(0.3)
+        except BaseException:           # Ctrl-C or SIGTERM: the notebook stops too, before the caller puts the earlier results back
+            p.terminate()
+            try: p.wait(10)
+            except subprocess.TimeoutExpired: p.kill()
+            raise
         if progress: show(last=p.returncode == 0)
         return p.returncode
 
 # %% ../../nbs/run/13_cli.ipynb #9a73ffb7
 _COUNTS = ('n_perm', 'n_boot_excess', 'n_boot', 'n_perm_quality', 'n_sim')   # the audit's resample counts (`judgelab audit` and `judgelab judge`)
+MAX_COUNTS = {**{k: MAX_RESAMPLES for k in _COUNTS}, 'n_sim': MAX_SIMS}   # their upper bounds (as `judgelab.audit` checks them)
 
 def _stat_problems(a)->list:
     "Problems with the audit's statistics arguments (its counts and --alpha), in words: `judgelab audit` and `judgelab judge` check them alike."
-    bad = [f"--{k.replace('_', '-')} must be a whole number >= 0 (0: none), not {getattr(a, k)}" for k in _COUNTS
-           if not isinstance(getattr(a, k), int) or getattr(a, k) < 0]
+    bad = [f"--{k.replace('_', '-')} must be a whole number 0-{MAX_COUNTS[k]:,} (0: none), not {str(getattr(a, k))[:40]}" for k in _COUNTS
+           if not isinstance(getattr(a, k), int) or not 0 <= getattr(a, k) <= MAX_COUNTS[k]]
     if not (math.isfinite(a.alpha) and 0 < a.alpha < 1): bad.append(f"--alpha must be between 0 and 1 (exclusive), e.g. 0.05, not {a.alpha}")
     return bad
 
@@ -331,7 +342,7 @@ def _print_audit(ds, stored:Path, out_dir:Path, nb_out:Path)->None:
 def _audit_json(ds, stored:Path, out_dir:Path, nb_out:Path, a)->dict:
     "`judgelab audit --json`: the verdicts, coverage, alt-test, legend and next steps from the audit's tables (schema: `JSON_SCHEMA['audit']`)."
     tag, T = f'{ds.name}_{stored.stem}', out_dir/'tables'
-    read = lambda name: pd.read_csv(T/f'audit_{tag}_{name}.csv') if (T/f'audit_{tag}_{name}.csv').exists() else pd.DataFrame()
+    read = lambda name: pd.read_csv(T/f'audit_{tag}_{name}.csv').map(csv_text) if (T/f'audit_{tag}_{name}.csv').exists() else pd.DataFrame()
     v, cov, alt, pairs = read('verdicts'), read('coverage'), read('alttest'), read('corrgap_pairs')
     params = dict(n_boot_excess=a.n_boot_excess, n_sim=a.n_sim, alpha=a.alpha)
     heat = out_dir/'figures'/f'audit_{tag}_excess_heatmaps.png'
@@ -350,7 +361,7 @@ def _audit(a):
         return 2
     ds = D.as_dataset(a.dataset)
     path = Path(a.scores)
-    judge = a.judge or re.sub(r'_+', '_', JM.slug(path.stem)).strip('._-')[:80] or 'my_judge'
+    judge = a.judge or re.sub(r'_+', '_', JM.slug(path.stem, JM.MAX_JUDGE_BYTES)).strip('._-') or 'my_judge'
     model = a.model or 'unspecified'
     j = JM.import_judgments(path, ds, judge, model)          # the file read once: every problem of it, before anything runs
     rid = audit_run_id(ds.name, judge, model)
@@ -486,13 +497,33 @@ def _judge_options(a)->tuple:
     return opts, bad
 
 # %% ../../nbs/run/13_cli.ipynb #24ee8dee
+def _backend_options(a)->dict:
+    "The backend's options from `judgelab judge`'s arguments."
+    kw = backend_kwargs(a.backend, a.model or '', a.base_url or '', {})
+    if a.backend == 'openai': kw.update(timeout=a.timeout, max_retries=a.max_retries, **({'model_id': a.model_id} if a.model_id else {}))
+    elif a.model_id: kw['model_id'] = a.model_id
+    return kw
+
+def _backend_problems(a)->list:
+    "The problems of the backend's options (its URL, key, timeout, retries), in words that show no secret; nothing is built."
+    if a.backend == 'openai' and not (math.isfinite(a.timeout) and 0 < a.timeout <= MAX_TIMEOUT_S and 0 <= a.max_retries <= MAX_RETRIES):
+        return [f"--timeout must be 0-{MAX_TIMEOUT_S:g} s and --max-retries 0-{MAX_RETRIES}, not {a.timeout:g} and {a.max_retries}"]
+    try: check_backend(a.backend, _backend_options(a))
+    except (ValueError, TypeError) as e: return [str(e)]
+    return []
+
 def _judge_problems(a, opts:dict)->list:
     "Every problem with the arguments of `judgelab judge`, in words (empty: all fine); no model is called and nothing is written."
     bad = []
-    if a.backend not in JUDGE_BACKENDS: bad.append(f"--backend must be one of {', '.join(JUDGE_BACKENDS)}, not {a.backend!r}")
+    if a.backend not in JUDGE_BACKENDS: bad.append(f"--backend must be one of {', '.join(JUDGE_BACKENDS)}, not {str(a.backend)[:40]!r}")
     if a.backend == 'openai' and not (a.base_url and a.model): bad.append("--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1) and --model")
     if a.backend == 'vllm' and not a.model: bad.append("--backend vllm needs --model (a Hugging Face id or a local folder)")
     if a.n_items < 0: bad.append(f"--n-items must be a whole number >= 0 (0: all items), not {a.n_items}")
+    if not 0 <= a.seed < 2**32: bad.append(f"--seed must be a whole number 0-{2**32 - 1}, not {str(a.seed)[:40]}")
+    for flag, v in (('--model', a.model), ('--model-id', a.model_id)):
+        try: v is None or JM.check_model_name(v)
+        except JM.JudgmentImportError as e: bad.append(f"{flag}: {e}")
+    bad += _backend_problems(a) if a.backend in JUDGE_BACKENDS and not any('needs --' in b for b in bad) else []
     bad += _stat_problems(a)                            # the audit's own arguments, checked before the model runs
     try: spec = D.get_spec(a.dataset)
     except D.UnknownDatasetError as e: return bad + [str(e)]
@@ -516,14 +547,28 @@ def _judge_summary(j:pd.DataFrame, ds, dims:list, pairs:int, model:str, rid:str,
             f"{len(j)} judgments in {seconds:.0f} s -> {S._show(paths.outputs/rid)}/"), c
 
 # %% ../../nbs/run/13_cli.ipynb #480eeebc
+def _server_answers(a, b)->bool:
+    "Whether the server of `judgelab judge --backend openai` answers its model list (asked before the first batch); if not, why, on stderr."
+    if a.backend != 'openai': return True
+    try: served = b.inner.check_server()
+    except BackendError as e:
+        print(f"error: {e} (nothing ran)", file=sys.stderr)
+        return False
+    if served and a.model not in served: print(f"note: the server lists {', '.join(served[:5])}, not {a.model!r}", file=sys.stderr)
+    return True
+
 def _judge(a):
     opts, bad = _judge_options(a)
     if bad := bad + _judge_problems(a, opts):       # every argument checked before a model is called or a file written
         print(f"error: {len(bad)} problem(s) with the arguments (nothing ran):\n  " + '\n  '.join(bad), file=sys.stderr)
         return 2
     ds = D.as_dataset(a.dataset)
-    p = method_plan([dict(method=a.method, options=opts)], ds, dims=a.dims, n_items=a.n_items or None, seed=a.seed)[0]   # probes the method on this dataset
-    b = get_backend(a.backend, **backend_kwargs(a.backend, a.model or '', a.base_url or '', {}))
+    try: p = method_plan([dict(method=a.method, options=opts)], ds, dims=a.dims, n_items=a.n_items or None, seed=a.seed)[0]   # probes the method on this dataset
+    except ValueError as e:
+        print(f"error: {e}\n  (nothing ran)", file=sys.stderr)
+        return 2
+    b = get_backend(a.backend, **_backend_options(a))
+    if not _server_answers(a, b): return 2
     params = dict(method=a.method, options=opts, dims=p['dims'], n_items=p['n_items'], seed=a.seed)
     rid = judge_run_id(ds.name, p['label'], b.identity(), params)
     out, marker = paths.outputs/rid, paths.outputs/rid/'running.json'
@@ -535,8 +580,13 @@ def _judge(a):
         out.mkdir(parents=True, exist_ok=True)
         marker.write_text(json.dumps(dict(started=time.time(), backend=a.backend, model=b.identity(), **params), default=str))
         t0 = time.perf_counter()
-        with _env(JUDGELAB_RUN_ID=rid), contextlib.redirect_stdout(sys.stderr if a.json else sys.stdout):   # --json: stdout is the document alone
-            j = run_method(a.method, ds, b, dims=p['dims'], n_items=p['n_items'], seed=a.seed, save=True, progress=not a.quiet, **opts)
+        try:
+            with _env(JUDGELAB_RUN_ID=rid), contextlib.redirect_stdout(sys.stderr if a.json else sys.stdout):   # --json: stdout is the document alone
+                j = run_method(a.method, ds, b, dims=p['dims'], n_items=p['n_items'], seed=a.seed, save=True, progress=not a.quiet, **opts)
+        except BaseException:           # failed or interrupted: no marker left to say 'killed?'; the cache keeps every finished reply
+            marker.unlink(missing_ok=True)
+            a.resume_hint = "every finished request is in the generation cache: the same command again (or with --resume) sends only the others"
+            raise
         text, c = _judge_summary(j, ds, p['dims'], len(select_items(ds, None, p['n_items'], a.seed))*len(p['dims']), b.identity(), rid, time.perf_counter() - t0)
         scores = _judged_csv(j, out/'judgments.csv')
         marker.unlink()
@@ -558,14 +608,41 @@ def _judge(a):
 COMMANDS = dict(data_list=_data_list, data_fetch=_data_fetch, data_verify=_data_verify, data_info=_data_info, judgments_list=_judgments_list,
                 judgments_import=_judgments_import, audit=_audit, judge=_judge, sweep=_sweep, readme=_readme)
 
+BAD_INPUT = (S.ConfigError, S.SweepLocked, D.UnknownDatasetError, D.ChecksumError, D.MissingDataError, D.DataError, JM.JudgmentImportError,
+             KeyError, FileNotFoundError, FileExistsError, AuditBusy, CacheOriginError)   # exit status 2: the user's input, nothing ran
+
+def _secrets(a)->list:
+    "What no output may show beyond the environment's keys: the user names and passwords of URLs among the arguments."
+    vals = [str(v) for v in vars(a).values() if isinstance(v, str)] + [str(v) for v in (getattr(a, 'set', None) or [])]
+    return [x for v in vals for m in re.finditer(r'://([^/\s@]+)@', v) for x in m.group(1).split(':') if len(x) >= 4]
+
+def redact_output(text, extra=())->str:
+    "`text` as a command may print it: no URL credentials, bearer token or piece of a key ($..._KEY, ..._TOKEN, ..._SECRET, ..._PASSWORD)."
+    text = safe_url(str(text))
+    for name, v in [*os.environ.items(), *(('arg', x) for x in extra)]:
+        if v and len(v) >= 4 and (name == 'arg' or re.search(r'(?i)(KEY|TOKEN|SECRET|PASSWORD)$', name)): text = redact_secret(text, v.strip() or v)
+    return re.sub(r'(?i)((?:authorization|bearer)["\']?\s*[:=]?\s*["\']?(?:bearer\s+)?)[^\s"\',]{4,}', r'\1[REDACTED]', text)
+
+def _terminated(signum, frame): raise KeyboardInterrupt('terminated (SIGTERM)')
+
+# %% ../../nbs/run/13_cli.ipynb #1ffaa09b
 def run(a:argparse.Namespace)->int:
-    "Run the command `a.fn` names (a key of `COMMANDS`) on parsed arguments `a`; a known kind of bad input is one `error:` line and exit status 2."
+    """Run the command `a.fn` names (a key of `COMMANDS`) on parsed arguments `a`. Every failure is one redacted `error:` line:
+    exit status 2 for bad input (nothing ran), 1 for a failed run, 130 when interrupted; `a.debug` adds the (redacted) traceback."""
+    main = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGTERM, _terminated) if main else None      # SIGTERM unwinds like Ctrl-C: every clean-up runs
+    say = lambda msg: print(redact_output(msg, _secrets(a)), file=sys.stderr, flush=True)
     try: return COMMANDS[a.fn](a)
-    except (S.ConfigError, S.SweepLocked) as e:
-        print(f"error: {e}", file=sys.stderr)
+    except BAD_INPUT as e:
+        say(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}")
         return 2
-    except (D.UnknownDatasetError, D.ChecksumError, D.MissingDataError, D.DataError, JM.JudgmentImportError, KeyError, FileNotFoundError,
-            FileExistsError, AuditBusy) as e:
-        msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
-        print(f"error: {msg}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt as e:
+        if getattr(a, 'debug', False): say(traceback.format_exc())
+        say(f"error: {e or 'interrupted (Ctrl-C)'}" + (f"\n  {a.resume_hint}" if getattr(a, 'resume_hint', None) else ''))
+        return 130
+    except Exception as e:
+        if getattr(a, 'debug', False): say(traceback.format_exc())
+        say(f"error: {type(e).__name__}: {e}" + ('' if getattr(a, 'debug', False) else '\n  (judgelab --debug ... prints the traceback)'))
+        return 1
+    finally:
+        if main: signal.signal(signal.SIGTERM, old)

@@ -17,9 +17,10 @@ from ..methods import check_options
 
 
 # %% auto #0
-__all__ = ['MAX_SWEEP_BYTES', 'MAX_YAML_NODES', 'MAX_YAML_DEPTH', 'REQUEST_KEYS', 'MAX_RUNS', 'TEMPLATE_DIRS_VAR', 'ConfigError',
-           'safe_yaml', 'load_yaml_lines', 'slug', 'Run', 'assign_ids', 'variant_name', 'check_nesting',
-           'parse_requests', 'template_dirs', 'template_allowed', 'Sweep', 'parse_assignments', 'load_sweep']
+__all__ = ['MAX_SWEEP_BYTES', 'MAX_YAML_NODES', 'MAX_YAML_DEPTH', 'REQUEST_KEYS', 'MAX_RUNS', 'TEMPLATE_DIRS_VAR',
+           'MAX_ASSIGNMENT_CHARS', 'ConfigError', 'safe_yaml', 'load_yaml_lines', 'slug', 'Run', 'assign_ids',
+           'variant_name', 'check_nesting', 'parse_requests', 'template_dirs', 'template_allowed', 'Sweep',
+           'parse_assignments', 'load_sweep']
 
 # %% ../../nbs/run/12_sweep_config.ipynb #c8b4891f
 class ConfigError(ValueError): "A sweep file that cannot run; the message names the file and line."
@@ -417,10 +418,13 @@ def _check_value(err, key, value, at, declared, params):
         except (ValueError, TypeError) as e: err(at, str(e).replace('Unknown', 'unknown', 1))
 
 # %% ../../nbs/run/12_sweep_config.ipynb #0459cdf4
+MAX_ASSIGNMENT_CHARS = 4096   # characters of one --set or --match KEY=VALUE (a URL, a model name, a list of items)
+
 def parse_assignments(items)->dict:
     "['backend=openai', 'n_items=0'] -> {'backend': 'openai', 'n_items': 0} (values read as YAML)."
     out = {}
     for it in items or []:
+        if len(str(it)) > MAX_ASSIGNMENT_CHARS: raise ConfigError(f"{str(it)[:60]!r}...: {len(str(it)):,} characters, at most {MAX_ASSIGNMENT_CHARS:,}")
         k, eq, v = str(it).partition('=')
         if not eq or not re.fullmatch(r'[A-Za-z_]\w*', k.strip()): raise ConfigError(f"expected KEY=VALUE, not {it!r}")
         try: out[k.strip()] = safe_yaml(v, repr(it))[0] if v.strip() else ''

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/run/12b_sweep.ipynb #4f600a9b
 from __future__ import annotations
-import os, sys, re, json, time, socket, subprocess, tempfile, threading
+import os, sys, re, json, time, socket, subprocess, tempfile, threading, hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 import yaml
@@ -16,10 +16,11 @@ from ..report import write_outputs_index
 __all__ = ['SNAKEFILE', 'FINISHED', 'THREAD_VARS', 'PAPERMILL_MAIN', 'workdir', 'job_resources', 'rule_spec', 'RunResult',
            'thread_budget', 'thread_env', 'execute_run', 'failed_notebook', 'execute_rule', 'snakemake_command',
            'prune_metadata', 'foreign_results', 'SweepLocked', 'unlock', 'run_sweep', 'lock_record', 'lock_holder',
-           'take_lock', 'release_lock', 'summary_table', 'format_summary', 'dry_run', 'ConfigError', 'MAX_SWEEP_BYTES',
-           'MAX_YAML_NODES', 'MAX_YAML_DEPTH', 'MAX_RUNS', 'TEMPLATE_DIRS_VAR', 'load_yaml_lines', 'safe_yaml', 'slug',
-           'Run', 'assign_ids', 'variant_name', 'check_nesting', 'template_dirs', 'template_allowed', 'Sweep',
-           'parse_assignments', 'load_sweep', 'LIB', 'code_inputs', 'code_version', 'run_inputs']
+           'take_lock', 'release_lock', 'summary_table', 'partial_call', 'sweep_record', 'format_summary', 'dry_run',
+           'ConfigError', 'MAX_SWEEP_BYTES', 'MAX_YAML_NODES', 'MAX_YAML_DEPTH', 'MAX_RUNS', 'TEMPLATE_DIRS_VAR',
+           'load_yaml_lines', 'safe_yaml', 'slug', 'Run', 'assign_ids', 'variant_name', 'check_nesting',
+           'template_dirs', 'template_allowed', 'Sweep', 'parse_assignments', 'load_sweep', 'LIB', 'code_inputs',
+           'code_version', 'run_inputs']
 
 # %% ../../nbs/run/12b_sweep.ipynb #d0b6871d
 from .config import (ConfigError, MAX_SWEEP_BYTES, MAX_YAML_NODES, MAX_YAML_DEPTH, MAX_RUNS, TEMPLATE_DIRS_VAR, load_yaml_lines,
@@ -384,7 +385,7 @@ def run_sweep(sweep:Sweep|str|Path, jobs:int=1, force:bool=False, only:list|None
         raise RuntimeError(f"snakemake failed before running anything (exit {proc.returncode})" + (f":\n{stdout[-3000:]}" if stdout else ''))
     _write_summary(sweep, out)
     if workdir() == paths.root: prune_metadata()
-    if any(r.status in FINISHED for r in out): write_outputs_index()
+    if any(r.status in FINISHED for r in out) and not partial_call(sweep): write_outputs_index()   # the committed index: configured runs only
     return out
 
 # %% ../../nbs/run/12b_sweep.ipynb #83fdd082
@@ -474,9 +475,20 @@ def summary_table(results:list)->'pd.DataFrame':
                         columns=['experiment', 'run', 'status', 'seconds', 'notebook', 'error', 'health', 'problems'])
 
 # %% ../../nbs/run/12b_sweep.ipynb #3653326d
+def partial_call(sweep)->bool:
+    "Whether a sweep call changes or selects runs by parameter (`--set`, `--match`): its runs are not the configured sweep's."
+    return bool(sweep.overrides or sweep.match)
+
+# %% ../../nbs/run/12b_sweep.ipynb #2558d63a
+def sweep_record(sweep)->Path:
+    "Where a call of `sweep` records its runs: the configured sweep's record, or a partial call's own (see `partial_call`)."
+    if not partial_call(sweep): return paths.runs/'sweeps'/f'{sweep.name}.json'
+    h = hashlib.sha256(json.dumps([sweep.overrides, sweep.match], sort_keys=True, default=str).encode()).hexdigest()[:10]
+    return paths.runs/'sweeps'/'partial'/f'{sweep.name}__{h}.json'
+
 def _write_summary(sweep, results):
-    "papermill_runs/sweeps/<sweep>.json: the latest status of every run of the sweep (a partial call updates its own runs only; a run it skipped as current keeps the record of the call that ran it)."
-    out = paths.runs/'sweeps'/f'{sweep.name}.json'
+    "The sweep record (`sweep_record`): the latest status of every run of the call (a run skipped as current keeps the record of the call that ran it)."
+    out = sweep_record(sweep)
     out.parent.mkdir(parents=True, exist_ok=True)
     old = {}
     if out.exists():

@@ -14,9 +14,10 @@ from . import correlation_table, alt_test, alt_test_inputs, krippendorff_alpha, 
 from .corrgap import corrgap_audit, canonical_items, quality_groups, quality_threshold, quality_threshold_rule, quality_cut, human_baseline, rater_slots, bootstrap_weights
 
 # %% auto #0
-__all__ = ['PAPER_QUALITY', 'LOW_AGREEMENT', 'target_table', 'judge_level', 'bh_all', 'judge_inference', 'quality_table',
-           'quality_matched', 'quality_excess', 'quality_direction', 'alt_test_table', 'human_agreement', 'verdicts',
-           'audit_coverage', 'coverage_text', 'audit_legend', 'audit_next', 'Audit', 'audit']
+__all__ = ['PAPER_QUALITY', 'LOW_AGREEMENT', 'MAX_RESAMPLES', 'MAX_SIMS', 'target_table', 'judge_level', 'bh_all',
+           'judge_inference', 'quality_table', 'quality_matched', 'quality_excess', 'quality_direction',
+           'alt_test_table', 'human_agreement', 'verdicts', 'audit_coverage', 'coverage_text', 'audit_legend',
+           'audit_next', 'Audit', 'audit']
 
 # %% ../../nbs/stats/06a_audit.ipynb #6dd083e2
 def target_table(mats:dict, # {(judge, model): CorrGapMatrix} from `corrgap_audit`
@@ -444,6 +445,9 @@ def verdicts(pairs:pd.DataFrame, # the pairs of `corrgap_audit` (concatenated `C
     return pd.DataFrame(rows)
 
 # %% ../../nbs/stats/06a_audit.ipynb #4e753cf0
+MAX_RESAMPLES = 100_000    # the most permutations or bootstrap resamples an audit takes per statistic
+MAX_SIMS = 10_000          # the most simulated no-dependence datasets per pair (the matched null)
+
 def _audit_problems(ds, method, bins, ties, counts:dict, n_perm_quality, alpha, seed, targets, exclude_dims, quality_thresholds)->list:
     "Every problem with the arguments of `audit`, in words (empty: all fine): checked before anything is computed."
     bad = []
@@ -452,8 +456,10 @@ def _audit_problems(ds, method, bins, ties, counts:dict, n_perm_quality, alpha, 
     if ties not in ('fractional', 'id'): bad.append(f"ties must be 'fractional' or 'id', not {ties!r}")
     whole = lambda v: isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
     for k, v in counts.items():
-        if not whole(v) or v < 0: bad.append(f"{k} must be a whole number >= 0 (0: none), not {v!r}")
-    if not whole(n_perm_quality): bad.append(f"n_perm_quality must be a whole number (negative: no quality groups), not {n_perm_quality!r}")
+        top = MAX_SIMS if k == 'n_sim' else MAX_RESAMPLES
+        if not whole(v) or not 0 <= v <= top: bad.append(f"{k} must be a whole number 0-{top:,} (0: none), not {str(v)[:40]}")
+    if not whole(n_perm_quality) or n_perm_quality > MAX_RESAMPLES:
+        bad.append(f"n_perm_quality must be a whole number up to {MAX_RESAMPLES:,} (negative: no quality groups), not {str(n_perm_quality)[:40]}")
     if not whole(seed): bad.append(f"seed must be a whole number, not {seed!r}")
     if not (isinstance(alpha, numbers.Real) and not isinstance(alpha, (bool, np.bool_)) and np.isfinite(alpha) and 0 < alpha < 1):
         bad.append(f"alpha must be a number between 0 and 1 (exclusive), e.g. 0.05, not {alpha!r}")

@@ -70,7 +70,7 @@ def test_every_bad_argument_is_listed_before_a_request_is_sent(server, sandbox, 
     refused_run(r, '2 problem(s)', '--n-items must be a whole number >= 0')        # said once, not again by the method plan
     r = run_cli('judge', '--dataset', 'topical_chat', '--method', 'direct', '--alpha', '5', '--n-sim', '-1', '--backend', 'openai', '--base-url',
                 f'{server.url}/v1', '--model', 'm', env=sandbox)
-    refused_run(r, '2 problem(s)', '--alpha must be between 0 and 1', '--n-sim must be a whole number >= 0')   # the audit's arguments, before the model runs
+    refused_run(r, '2 problem(s)', '--alpha must be between 0 and 1', '--n-sim must be a whole number 0-10,000')   # the audit's arguments, before the model runs
     assert server.seen == []
     assert server.seen == [] and not (tmp_path/'outputs'/'judged').exists()
 

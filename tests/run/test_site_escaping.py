@@ -1,7 +1,7 @@
 """Hostile input in the website: judge and model names, replies and rationales that carry HTML, scripts and
 `javascript:` links reach the site's pages as text, never as markup."""
 
-import os, re, shutil
+import os, re, json, shutil
 from html.parser import HTMLParser
 from pathlib import Path
 import nbformat
@@ -137,6 +137,9 @@ def hostile_site(tmp_path_factory):
             else: os.environ[k] = v
     (runs/SWEEP).mkdir(parents=True, exist_ok=True); nbformat.write(nb, runs/SWEEP/'audit.ipynb')
     _hostile_notebook(runs/SWEEP/'notebook.ipynb')
+    for m in outputs.rglob('manifest.jsonl'):       # a manifest row's every field is data: its commit too (once raw HTML in every page's footer)
+        rows = [json.loads(l) for l in m.read_text().splitlines() if l.strip()]
+        m.write_text(''.join(json.dumps({**r, 'commit': IMG}) + '\n' for r in rows))
     site = tmp/'_site'
     S.build_site(site, outputs=outputs, runs=runs, sweep=SWEEP, lib=False, jobs=1)
     return site

@@ -189,7 +189,8 @@ def test_killed_filtered_run_resumes_from_the_cache_and_loses_nothing(repo):
     psutil.wait_procs(procs, timeout=30)
     done_before = cache_rows(repo)
     assert 2 <= done_before < 9, done_before
-    mine = ('outputs/' + rid + '/', 'papermill_runs/' + rid + '.', 'papermill_runs/sweeps/', 'outputs/README.md')   # the run, the sweep record, the index
+    # the run and its call's own sweep record: a --match call never rewrites the configured sweep's record or the outputs index
+    mine = ('outputs/' + rid + '/', 'papermill_runs/' + rid + '.', 'papermill_runs/sweeps/partial/')
     def changed_outside_the_run():      # Snakemake may add a record of the new run; it never rewrites or drops one it holds
         after = snapshot(repo)
         return sorted(f for f in set(before) | set(after) if before.get(f) != after.get(f) and not f.startswith(mine)
@@ -343,11 +344,13 @@ def test_committed_main_job_scores_on_every_dimension_and_names_one_clean_commit
     assert not [r['artifacts'] for r in rows if r['dirty'] or r.get('diff')]
 
 def test_filtered_and_overridden_sweep_keeps_every_run_id_and_deletes_nothing(repo):
-    "The README's 'own server' command shape (--only, --match, --set) once collapsed the run id to `s/judge`, the parent of the committed run folders, which Snakemake then emptied."
+    """The README's 'own server' command shape (--only, --match, --set) once collapsed the run id to `s/judge`, the parent of the
+    committed run folders, which Snakemake then emptied; later it rewrote the sweep record (28 runs to 10) and outputs/README.md."""
     template(repo/'nbs'/'experiments'/'t_judge.ipynb', JUDGE[0] + "\nbase_url: str = ''", JUDGE[1])
     cfg = repo/'s.yaml'; cfg.write_text(SWEEP)
     assert sweep(repo, cfg, '--only', 'judge', '--no-progress').returncode == 0
     before = {p: p.read_bytes() for p in (repo/'outputs'/'s'/'judge').rglob('*') if p.is_file()}
+    kept = {p: p.read_bytes() for p in (repo/'papermill_runs'/'sweeps'/'s.json', repo/'outputs'/'README.md')}
     r = sweep(repo, cfg, '--only', 'judge', '--match', 'n_items=1', '--no-progress')   # a filter alone: the same id, current
     assert r.returncode == 0 and '1 runs: 0 ran, 1 already done' in r.stdout, r.stdout + r.stderr
     r = sweep(repo, cfg, '--only', 'judge', '--match', 'n_items=1', '--set', 'backend=openai', '--set', 'base_url=http://127.0.0.1:8011/v1',
@@ -356,6 +359,9 @@ def test_filtered_and_overridden_sweep_keeps_every_run_id_and_deletes_nothing(re
     variant = [d.name for d in (repo/'outputs'/'s'/'judge').iterdir() if '__set-' in d.name]
     assert len(variant) == 1 and variant[0].startswith('topical_chat__SmolLM2-135M-Instruct__n_items-1__set-backend-openai__'), variant
     assert {p: p.read_bytes() for p in before} == before and all(p.exists() for p in before)   # nothing of the committed runs touched
+    assert {p: p.read_bytes() for p in kept} == kept       # the configured sweep's record and the outputs index, as they were
+    own = list((repo/'papermill_runs'/'sweeps'/'partial').glob('s__*.json'))
+    assert len(own) == 2 and any(variant[0] in r.read_text() for r in own), own   # each --match/--set call records its runs in its own file
     assert {v[0] for k, v in states(repo, cfg).items() if k.startswith('s/judge/')} == {'done'}
 
 def test_a_run_folder_holding_other_runs_refuses(repo):
