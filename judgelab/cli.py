@@ -5,7 +5,7 @@
 # %% ../nbs/13a_cli.ipynb #b22b68bd
 from __future__ import annotations
 import sys, argparse
-from .core import MAX_FIELD_CHARS
+from .core import MAX_FIELD_CHARS, safe_url
 
 # %% auto #0
 __all__ = ['parser', 'main']
@@ -143,9 +143,13 @@ def _readme_parser(sub)->None:
     x.set_defaults(fn='readme')
 
 # %% ../nbs/13a_cli.ipynb #3a6b5769
+class _Parser(argparse.ArgumentParser):
+    "argparse's parser, whose usage errors (they echo the bad argument) show no URL's user name or password; its subcommands' too."
+    def error(self, message): super().error(safe_url(message))
+
 def parser()->argparse.ArgumentParser:
     "The `judgelab` command-line parser."
-    p = argparse.ArgumentParser(prog='judgelab', description='judgelab: multi-dimensional LLM-as-a-judge meta-evaluation. '
+    p = _Parser(prog='judgelab', description='judgelab: multi-dimensional LLM-as-a-judge meta-evaluation. '
                                 'Datasets, published judgments and sweeps from the command line.',
                                 epilog='Exit status of every command: 0 done; 1 a run failed; 2 bad input (nothing ran); 3 (sweep --strict) a run '
                                 'finished degraded; 130 interrupted (Ctrl-C or SIGTERM). A failure is one "error: ..." line; --debug adds the traceback.')

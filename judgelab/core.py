@@ -4,12 +4,12 @@
 
 # %% ../nbs/00_core.ipynb #93b6495d
 from __future__ import annotations
-import os, json, hashlib, subprocess, datetime, platform, fcntl, contextlib
+import os, re, json, hashlib, subprocess, datetime, platform, fcntl, contextlib
 from pathlib import Path
 
 # %% auto #0
 __all__ = ['RESOURCES', 'paths', 'HEALTH', 'MAX_FIELD_CHARS', 'find_root', 'Paths', 'resource_name', 'sha256_file', 'git_info',
-           'file_lock', 'stage', 'record_manifest', 'record_health', 'read_health']
+           'file_lock', 'stage', 'record_manifest', 'record_health', 'read_health', 'safe_url']
 
 # %% ../nbs/00_core.ipynb #42256207
 _PKG = Path(globals()['__file__']).resolve().parent if '__file__' in globals() else None  # the judgelab package (None in a notebook)
@@ -198,3 +198,10 @@ def read_health(run_dir:str|Path)->dict:
 
 # %% ../nbs/00_core.ipynb #90bc8523
 MAX_FIELD_CHARS = 1_000_000   # the longest field (e.g. a rationale) an imported file may hold, in characters
+
+# %% ../nbs/00_core.ipynb #2702c03f
+_USERINFO = re.compile(r'(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@?#]*@')
+
+def safe_url(url)->str:
+    "`url` (or any text) with the user name and password of every URL in it replaced by [REDACTED]."
+    return _USERINFO.sub(r'\1[REDACTED]@', str(url))

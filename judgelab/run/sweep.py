@@ -376,8 +376,10 @@ def run_sweep(sweep:Sweep|str|Path, jobs:int=1, force:bool=False, only:list|None
                               stderr=None if progress else subprocess.STDOUT, text=True) as proc:
             _note_lock(me, snakemake_pid=proc.pid, snakemake_pid_start=_proc_start(proc.pid))   # it outlives a killed judgelab
             try: stdout, _ = proc.communicate()
-            except BaseException:
-                proc.kill()
+            except BaseException:       # Ctrl-C or SIGTERM: Snakemake stops its jobs and removes its lock, or is killed after a minute
+                proc.terminate()
+                try: proc.wait(60)
+                except subprocess.TimeoutExpired: proc.kill()
                 raise
     finally: release_lock(me)
     out = [_status(r, t0) for r in runs]

@@ -359,11 +359,11 @@ def test_which_statuses_are_retried(http_stub, tmp_path, code, tries):
 @pytest.mark.parametrize('body, what', [(b'<html>502 Bad Gateway</html>', 'not JSON'), (b'{"choices": []}', 'no choices'),
                                         (b'{"id": "x"}', 'no choices'), (b'[1, 2]', 'unexpected JSON')])
 def test_a_malformed_response_names_the_url_and_the_request(http_stub, tmp_path, body, what):
-    # before: a bare JSONDecodeError / IndexError / KeyError with no URL
+    # before: a bare JSONDecodeError / IndexError / KeyError with no URL; then a BackendError that aborted the batch; now that row's failure
     srv, seen = scripted(http_stub, lambda n, b, h: (200, {}, body))
     url = f'http://127.0.0.1:{srv.port}/v1/chat/completions'
-    with pytest.raises(BackendError, match=re.escape(f'{url}: malformed response to request 0 ({what})')):
-        _backend(srv, tmp_path).generate([Request([{'role': 'user', 'content': 'x'}])])
+    c = _backend(srv, tmp_path).generate([Request([{'role': 'user', 'content': 'x'}])])[0].choices[0]
+    assert c.text == '' and f'{url}: malformed response to request 0 ({what})' in c.error, c.error
 
 def test_a_server_that_echoes_the_api_key_cannot_leak_it(http_stub, tmp_path, monkeypatch):
     # before: the server's error text, key included, was copied into the failure, the log and the sweep summary
@@ -382,7 +382,7 @@ def test_a_server_that_echoes_the_api_key_cannot_leak_it(http_stub, tmp_path, mo
     ('llamacpp', dict(n_ctx=10), 'n_ctx must be an integer >= 256'),              # before: passed, failed when the model loaded
     ('openai', dict(model='m'), "backend 'openai' needs base_url"),                  # before: passed, failed 15 s into the run
     ('openai', dict(model='m', base_url='127.0.0.1:8000'), 'base_url must start with http'),
-    ('openai', dict(model='m', base_url='http://127.0.0.1:8000/v1', concurrency=0), 'concurrency >= 1'),
+    ('openai', dict(model='m', base_url='http://127.0.0.1:8000/v1', concurrency=0), 'concurrency 1-1024'),
 ])
 def test_backend_options_are_checked_before_anything_is_built(name, options, message):
     from judgelab.llm.models import check_backend

@@ -80,9 +80,8 @@ def test_a_key_across_the_200_character_cut_of_a_non_json_reply_is_not_leaked(ht
     monkeypatch.setenv('MY_KEY', KEY)
     body = ('<html>' + 'x'*180 + KEY + ' and again ' + KEY[4:20] + '</html>').encode()
     srv, seen = serve(http_stub, lambda h, m, b: reply(h, 200, body, {'Content-Type': 'text/html'}))
-    with pytest.raises(BackendError, match='malformed response to request 0 \\(not JSON\\)') as e:
-        backend(srv, tmp_path, api_key_env='MY_KEY').generate([Request(msgs('x'))])
-    assert leaked(str(e.value)) == [] and 'x'*20 in str(e.value), str(e.value)
+    err = backend(srv, tmp_path, api_key_env='MY_KEY').generate([Request(msgs('x'))])[0].choices[0].error   # that row's failure (once the batch's)
+    assert 'malformed response to request 0 (not JSON)' in err and leaked(err) == [] and 'x'*20 in err, err
 
 def test_a_key_across_the_2000_character_cut_of_an_error_reply_is_not_leaked(http_stub, tmp_path, monkeypatch):
     # before: a 403's body was cut at 2000 characters, then the whole key replaced: the 15 characters before the cut leaked
@@ -154,6 +153,53 @@ MALFORMED = {
     'message a string': ({'choices': [dict(message='Rating: 2', finish_reason='stop')]}, 'message is a string'),
     'usage a list': ({**completion(), 'usage': [5, 3]}, 'usage is a list'),
 }
+
+RAW = {  # 200 replies without a sample: once a BackendError that aborted the whole batch
+    'not JSON': (b'<html>proxy error</html>', '(not JSON)'),
+    'no choices': (json.dumps(dict(id='x', object='chat.completion')).encode(), '(no choices)'),
+    'an error object': (json.dumps(dict(error=dict(message='model overloaded'))).encode(), '(an error object: model overloaded)'),
+    'nested deep': (b'{"choices": ' + b'['*100_000 + b']'*100_000 + b'}', '(not JSON)'),
+}
+
+@pytest.mark.parametrize('case', list(RAW))
+def test_a_200_reply_without_a_sample_is_that_requests_failure(http_stub, tmp_path, case):
+    body, what = RAW[case]
+    srv, seen = serve(http_stub, lambda h, m, b: reply(h, 200, body if b['messages'][-1]['content'] == 'bad' else json.dumps(completion()).encode()))
+    b = backend(srv, tmp_path)
+    good, worse = b.generate([Request(msgs('good')), Request(msgs('bad'))])
+    assert good.text == 'Rating: 2' and worse.text == '' and 'malformed response to request 1 ' + what in worse.choices[0].error, worse.choices[0].error
+    assert len(b.cache) == 1 and b.last['failed'] == 1
+
+def test_a_reply_that_is_not_valid_unicode_is_a_failed_row_and_the_batch_goes_on(http_stub, tmp_path):
+    # before: a lone surrogate reached cache.put, whose UnicodeEncodeError aborted the batch, and again on every rerun
+    body = b'{"choices": [{"message": {"role": "assistant", "content": "Score: 3 \\ud800"}, "finish_reason": "stop"}]}'
+    srv, seen = serve(http_stub, lambda h, m, b: reply(h, 200, body if b['messages'][-1]['content'] == 'bad' else json.dumps(completion()).encode()))
+    b = backend(srv, tmp_path)
+    for _ in range(2):                                      # the rerun asks again, and fails the same row the same way
+        good, worse = b.generate([Request(msgs('good')), Request(msgs('bad'))])
+        assert good.text == 'Rating: 2' and worse.text == '' and 'not valid Unicode' in worse.choices[0].error, worse.choices[0].error
+    assert len(b.cache) == 1
+
+def test_a_scripted_backend_reply_with_a_lone_surrogate_is_a_failed_row(tmp_path):
+    from judgelab.llm import ScriptedBackend, Choice
+    from judgelab.llm.cache import CachedBackend
+    inner = ScriptedBackend(lambda r, s: Choice('Score: 3 \ud800' if 'bad' in r.messages[-1]['content'] else 'Score: 2', 'stop', 1, 1), model='s@1')
+    b = CachedBackend(inner, GenerationCache(tmp_path/'c.sqlite'), verbose=False)
+    good, worse = b.generate([Request(msgs('good')), Request(msgs('bad'))])
+    assert good.text == 'Score: 2' and 'not valid Unicode' in worse.choices[0].error and len(b.cache) == 1
+
+def test_a_long_retry_after_is_capped_and_said(http_stub, tmp_path, monkeypatch, capsys):
+    # a 429 asking for 999999 s: the wait is cut to MAX_RETRY_AFTER and printed (it was a silent sleep)
+    monkeypatch.setattr(backends, 'MAX_RETRY_AFTER', 0.2)
+    monkeypatch.setattr(backends, 'SAY_WAIT_S', 0.1)
+    n = []
+    def handle(h, m, b):
+        n.append(1)
+        if len(n) == 1: reply(h, 429, json.dumps(dict(error=dict(message='slow down'))).encode(), {'Retry-After': '999999'})
+        else: reply(h, 200, json.dumps(completion()).encode())
+    srv, seen = serve(http_stub, handle)
+    assert backend(srv, tmp_path, max_retries=1).generate([Request(msgs('x'))])[0].text == 'Rating: 2'
+    assert 'HTTP 429: slow down; retry 1 of 1 in 0 s' in capsys.readouterr().err
 
 @pytest.mark.parametrize('case', list(MALFORMED))
 def test_a_malformed_reply_is_that_requests_failure_never_cached_never_a_batch_abort(http_stub, tmp_path, case):

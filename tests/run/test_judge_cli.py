@@ -20,6 +20,8 @@ def strict_judge(req):
     return 200, {}, dict(choices=[dict(index=0, message=dict(role='assistant', content=f'The reply reads well enough.\nScore: {k}'), finish_reason='stop')],
                          usage=dict(prompt_tokens=50, completion_tokens=8))
 
+def chats(srv)->int: return sum(r.path.endswith('/chat/completions') for r in srv.seen)
+
 @pytest.fixture
 def server(http_stub): return http_stub({'/v1/chat/completions': strict_judge})
 
@@ -41,11 +43,11 @@ def test_judge_your_model_then_read_the_audit_in_one_command(server, sandbox, tm
     j = pd.read_parquet(next(runs[0].rglob('*.parquet')))
     assert len(j) == 48 and j.parse_ok.all() and j.rationale.str.contains('Score:').all()          # every reply kept
     assert not (runs[0]/'running.json').exists()
-    n = len(server.seen)
+    n = chats(server)                      # chat requests (each run also asks GET /models first)
     assert n == 48
     # the same command again: the same run folder, every reply from the generation cache (no request reaches the server)
     r2 = _judge(server, sandbox, '--no-audit')
-    assert r2.returncode == 0 and len(server.seen) == n, r2.stderr
+    assert r2.returncode == 0 and chats(server) == n, r2.stderr
     assert [p.name for p in (tmp_path/'outputs'/'judged').iterdir()] == [runs[0].name]
 
 def test_a_killed_run_is_continued_with_resume_only(server, sandbox, tmp_path):
@@ -54,9 +56,9 @@ def test_a_killed_run_is_continued_with_resume_only(server, sandbox, tmp_path):
     run = next((tmp_path/'outputs'/'judged').iterdir())
     (run/'running.json').write_text('{}')                                   # what a run killed mid-way leaves
     refused_run(_judge(server, sandbox, '--no-audit', n_items='4'), 'did not finish (killed?): pass --resume')
-    seen = len(server.seen)
+    seen = chats(server)
     r = _judge(server, sandbox, '--no-audit', '--resume', n_items='4')
-    assert r.returncode == 0 and len(server.seen) == seen and not (run/'running.json').exists(), r.stderr
+    assert r.returncode == 0 and chats(server) == seen and not (run/'running.json').exists(), r.stderr
 
 def test_every_bad_argument_is_listed_before_a_request_is_sent(server, sandbox, tmp_path):
     r = run_cli('judge', '--dataset', 'topical_chat', '--method', 'direkt', '--dims', 'coherense', '--n-items', '-1', '--backend', 'openai',

@@ -212,6 +212,25 @@ def test_killed_filtered_run_resumes_from_the_cache_and_loses_nothing(repo):
     assert all(after[f] == before[f] for f in before if '/other/' in f), 'a filtered-out run changed'
     assert not any('qags' in f for f in after), 'a run the filter left out was started'
 
+def test_a_terminated_sweep_leaves_no_lock_and_the_next_call_just_runs(repo):
+    """SIGTERM to `judgelab sweep` (a job scheduler's, or `kill`): before, it killed Snakemake outright, whose lock then made
+    the next call fail with "--unlock"; now Snakemake stops its jobs and removes its lock, and the command exits 130."""
+    template(repo/'nbs'/'experiments'/'t_kill.ipynb', *KILL)
+    cfg = repo/'k.yaml'; cfg.write_text(KILL_SWEEP)
+    p = subprocess.Popen([str(BIN/'judgelab'), 'sweep', str(cfg), '--only', 'judge', '--match', 'dataset=topical_chat', '--no-progress'], cwd=repo,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, 'PYTHONPATH': str(repo)})
+    deadline = time.time() + 600
+    while cache_rows(repo) < 2:
+        assert p.poll() is None and time.time() < deadline, p.communicate()
+        time.sleep(0.2)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130 and 'Traceback' not in err and 'terminated' in err, (p.returncode, err[-3000:])
+    locks = repo/'.snakemake'/'locks'
+    assert not (locks.exists() and any(locks.iterdir())), list(locks.iterdir())
+    r = sweep(repo, cfg, '--only', 'judge', '--match', 'dataset=topical_chat', '--no-progress')
+    assert r.returncode == 0 and '1 runs: 1 ran' in r.stdout, r.stdout + r.stderr
+
 SUBMIT = """#!/bin/bash
 # a loopback "cluster": run the job script in the background on this machine and print a job id
 jobscript="${@: -1}"
@@ -251,7 +270,8 @@ experiments:
     (lambda t: t.replace('nbs/experiments/corrgap_audit.ipynb', 'nbs/experiments/audit.ipynb'), "bad.yaml:10: template 'nbs/experiments/audit.ipynb' not found"),
     (lambda t: t.replace('[topical_chat, qags]', '[]'), "bad.yaml:8: grid values of 'dataset' must be a non-empty list"),
     (lambda t: t.replace('name: bad', 'name: ../bad'), "bad.yaml:1: sweep name '../bad'"),
-    (lambda t: t.replace('{n_items: 2}', '{n_items: -3}'), "bad.yaml:6: n_items must be >= 0, not -3"),
+    (lambda t: t.replace('{n_items: 2}', '{n_items: -3}'), "bad.yaml:6: n_items must be a whole number 0-1,000,000, not -3"),
+    (lambda t: t.replace("{n_items: 2}", "{n_items: 18446744073709551616}"), "bad.yaml:6: n_items must be a whole number 0-1,000,000, not 1844674407"),
     (lambda t: t + "  judge:\n    template: nbs/experiments/t_judge.ipynb\n", "bad.yaml:12: key 'judge' given twice (first on line 4)"),
     (lambda t: t.replace('nbs/experiments/corrgap_audit.ipynb', 'settings.ini'), "bad.yaml:10: template 'settings.ini' cannot be read"),
     (lambda t: t.replace("    grid: {dataset: [topical_chat]}\n", "    grid: []\n"), "bad.yaml:11: experiment 'audit' expands to no run"),

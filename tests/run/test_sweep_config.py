@@ -133,4 +133,4 @@ def test_the_main_job_runs_two_llama_cpp_runs_at_once_and_its_long_runs_first():
 
 @pytest.mark.parametrize('flag', [['-j', '0'], ['--llm-jobs', '0']])
 def test_a_run_count_below_one_is_refused_before_snakemake_starts(cli, flag):
-    refused(cli('sweep', ROOT/'configs'/'embedded.yaml', *flag, '--dry-run'), 'must be at least 1, not 0')   # before (--llm-jobs): a ValueError traceback
+    refused(cli('sweep', ROOT/'configs'/'embedded.yaml', *flag, '--dry-run'), 'must be a whole number 1-256, not 0')   # before (--llm-jobs): a ValueError traceback
