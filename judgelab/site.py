@@ -964,7 +964,11 @@ def main(argv=None)->int:
     t = time.perf_counter()
     try: idx = build_site(a.out, sweep=a.sweep, jobs=a.jobs, lib=not a.no_lib)
     except (FileNotFoundError, ValueError) as e:
-        print(f'error: {e}', file=sys.stderr)
+        print(f'error: {_scrub(str(e)) or e}', file=sys.stderr)
+        return 2
+    except OSError as e:                  # a --out that is a file, a folder this user cannot write, a full disk
+        print(f"error: cannot write the site: {e.strerror or type(e).__name__}: {_scrub(e.filename or a.out) or e.filename} "
+              "(--out must name a folder this user can write, e.g. _site)", file=sys.stderr)
         return 2
     n = sum(1 for _ in idx.parent.rglob('*.html'))
     print(f'wrote {n} pages to {_scrub(idx.parent) or "."}/ in {time.perf_counter() - t:.1f} s: open {_scrub(idx)}')

@@ -603,8 +603,8 @@ class OpenAIBackend(Backend):
         key = os.environ.get(self.api_key_env)
         return {'Authorization': f'Bearer {key}'} if key else {}
     def origin(self)->str:
-        "Who answers: the backend and its server's address (what the generation cache records beside each reply)."
-        return f'openai {safe_url(self.base_url)}'
+        "Who answers: the server's address, and the model id it reports once `check_server` asked (the generation cache records it beside each reply)."
+        return f'openai {safe_url(self.base_url)}' + (f' ({self.served})' if getattr(self, 'served', None) else '')
     def check_server(self)->list:
         "Ask the server for its model list before the first request: the ids it serves; a `BackendError` naming what failed when it cannot answer."
         url = f'{safe_url(self.base_url)}/models'
@@ -617,7 +617,9 @@ class OpenAIBackend(Backend):
         try: out = json.loads(raw)
         except (ValueError, RecursionError): raise BackendError(f"{url} did not answer JSON: is base_url the API's root (e.g. http://127.0.0.1:8000/v1)?") from None
         data = out.get('data') if isinstance(out, dict) else None
-        return [str(d.get('id'))[:200] for d in data if isinstance(d, dict) and d.get('id')] if isinstance(data, list) else []
+        ids = [str(d.get('id'))[:200] for d in data if isinstance(d, dict) and d.get('id')] if isinstance(data, list) else []
+        self.served = self.model if self.model in ids else (ids[0] if len(ids) == 1 else None)     # the id this model is served as
+        return ids
     def _probe(self):
         "(kind, how, final) from the server's model list: vLLM says `owned_by: vllm`, llama.cpp's server `llamacpp`, OpenAI `openai`/`system`."
         if re.match(r'^https?://api\.openai\.com(:\d+)?(/|$)', self.base_url): return 'strict', 'api.openai.com', True

@@ -344,8 +344,8 @@ class CachedBackend(Backend):
         "Refuse hits that another server answered, when the inner backend is a server known only by its model's name (no `model_id`)."
         here = getattr(self.inner, 'origin', None)
         if not found or here is None or getattr(self.inner, 'model_id', None): return
-        here = here()
-        other = {k: o for k, o in self.cache.origins(found).items() if o not in (here, None, '', 'openai')}   # 'openai': from before servers were recorded
+        here, url = here(), lambda o: str(o).split(' (')[0]       # a server is its address; the model id it reported is a record
+        other = {k: o for k, o in self.cache.origins(found).items() if o not in (None, '', 'openai') and url(o) != url(here)}   # 'openai': from before servers were recorded
         if other:
             raise CacheOriginError(f"{len(other)} of the {len(found)} cached replies for model {model!r} were answered by "
                                    f"{', '.join(sorted(set(other.values()))[:3])}, not by {here}: another model may be served under this name, "

@@ -4,7 +4,8 @@
 
 # %% ../../nbs/run/12b_sweep.ipynb #4f600a9b
 from __future__ import annotations
-import os, sys, re, json, time, socket, subprocess, tempfile, threading, hashlib
+import os, sys, re, json, time, socket, subprocess, tempfile, threading, hashlib, contextlib
+import psutil
 from dataclasses import dataclass, field
 from pathlib import Path
 import yaml
@@ -15,12 +16,12 @@ from ..report import write_outputs_index
 # %% auto #0
 __all__ = ['SNAKEFILE', 'FINISHED', 'THREAD_VARS', 'PAPERMILL_MAIN', 'workdir', 'job_resources', 'rule_spec', 'RunResult',
            'thread_budget', 'thread_env', 'execute_run', 'failed_notebook', 'execute_rule', 'snakemake_command',
-           'prune_metadata', 'foreign_results', 'SweepLocked', 'unlock', 'run_sweep', 'lock_record', 'lock_holder',
-           'take_lock', 'release_lock', 'summary_table', 'partial_call', 'sweep_record', 'format_summary', 'dry_run',
-           'ConfigError', 'MAX_SWEEP_BYTES', 'MAX_YAML_NODES', 'MAX_YAML_DEPTH', 'MAX_RUNS', 'TEMPLATE_DIRS_VAR',
-           'load_yaml_lines', 'safe_yaml', 'slug', 'Run', 'assign_ids', 'variant_name', 'check_nesting',
-           'template_dirs', 'template_allowed', 'Sweep', 'parse_assignments', 'load_sweep', 'LIB', 'code_inputs',
-           'code_version', 'run_inputs']
+           'prune_metadata', 'foreign_results', 'SweepLocked', 'unlock', 'stop_snakemake', 'run_sweep', 'lock_record',
+           'lock_holder', 'take_lock', 'release_lock', 'summary_table', 'partial_call', 'sweep_record',
+           'format_summary', 'dry_run', 'ConfigError', 'MAX_SWEEP_BYTES', 'MAX_YAML_NODES', 'MAX_YAML_DEPTH',
+           'MAX_RUNS', 'TEMPLATE_DIRS_VAR', 'load_yaml_lines', 'safe_yaml', 'slug', 'Run', 'assign_ids', 'variant_name',
+           'check_nesting', 'template_dirs', 'template_allowed', 'Sweep', 'parse_assignments', 'load_sweep', 'LIB',
+           'code_inputs', 'code_version', 'run_inputs']
 
 # %% ../../nbs/run/12b_sweep.ipynb #d0b6871d
 from .config import (ConfigError, MAX_SWEEP_BYTES, MAX_YAML_NODES, MAX_YAML_DEPTH, MAX_RUNS, TEMPLATE_DIRS_VAR, load_yaml_lines,
@@ -348,6 +349,19 @@ def unlock(sweep:Sweep|str|Path)->None:
     finally: release_lock(me)
 
 # %% ../../nbs/run/12b_sweep.ipynb #9beb366d
+def stop_snakemake(proc:subprocess.Popen, grace:float=30)->None:
+    """Stop a sweep's Snakemake: first the papermill processes and kernels of its runs (each run executes in a thread of Snakemake,
+    which would wait for it to finish), then Snakemake, which records them as failed and removes its lock; killed after `grace` s."""
+    try: kids = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.Error: kids = []
+    for k in [*kids, proc]:
+        with contextlib.suppress(psutil.Error, OSError): k.terminate()
+    try: proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        for k in [*kids, proc]:
+            with contextlib.suppress(psutil.Error, OSError): k.kill()
+
+# %% ../../nbs/run/12b_sweep.ipynb #aa8b245c
 def run_sweep(sweep:Sweep|str|Path, jobs:int=1, force:bool=False, only:list|None=None, progress:bool=True,
               timeout:float|None=None, executor:str|None=None, profile:str|None=None, gpus:int=1, extra:list|None=None,
               llm_jobs:int|None=None, # in-process llama.cpp runs at once (default: `jobs`)
@@ -376,10 +390,8 @@ def run_sweep(sweep:Sweep|str|Path, jobs:int=1, force:bool=False, only:list|None
                               stderr=None if progress else subprocess.STDOUT, text=True) as proc:
             _note_lock(me, snakemake_pid=proc.pid, snakemake_pid_start=_proc_start(proc.pid))   # it outlives a killed judgelab
             try: stdout, _ = proc.communicate()
-            except BaseException:       # Ctrl-C or SIGTERM: Snakemake stops its jobs and removes its lock, or is killed after a minute
-                proc.terminate()
-                try: proc.wait(60)
-                except subprocess.TimeoutExpired: proc.kill()
+            except BaseException:       # Ctrl-C or SIGTERM: the runs stop (failed, rerun next time) and Snakemake removes its lock
+                stop_snakemake(proc)
                 raise
     finally: release_lock(me)
     out = [_status(r, t0) for r in runs]

@@ -200,7 +200,10 @@ def test_replies_of_another_server_under_the_same_model_name_are_refused(http_st
     assert judge(f'{server.url}/v1', sandbox).returncode == 0
     other = http_stub({'/v1/chat/completions': score, '/v1/models': model_list})
     r = judge(f'{other.url}/v1', sandbox)
-    refused_run(r, f'were answered by openai {server.url}/v1, not by openai {other.url}/v1', '--model-id')
+    refused_run(r, f'were answered by openai {server.url}/v1 (my-judge), not by openai {other.url}/v1 (my-judge)', '--model-id')
+    import sqlite3
+    with sqlite3.connect(Path(sandbox['JUDGELAB_OUTPUTS'])/'cache'/'generations.sqlite') as db:   # each reply: the server and the model id it reported
+        assert {b for (b,) in db.execute('SELECT backend FROM generations')} == {f'openai {server.url}/v1 (my-judge)'}
     assert chats(other) == 0 and not list(Path(sandbox['JUDGELAB_OUTPUTS']).rglob('running.json'))
     r = judge(f'{other.url}/v1', sandbox, '--model-id', 'my-judge')           # the user says they serve the same weights
     assert r.returncode == 0 and chats(other) == 0, r.stderr                   # every reply from the cache
@@ -278,3 +281,11 @@ def test_every_option_of_every_subcommand_with_bad_values_gives_one_error_line(t
             bad.append((argv[:2] + argv[-2:-1] + [argv[-1][:40]], rc, err.strip().splitlines()[-1:] if err.strip() else ''))
     assert not bad, f'{len(bad)} of {len(cases)}:\n' + '\n'.join(map(str, bad[:40]))
     assert not list((tmp_path/'outputs').rglob('running.json'))
+
+def test_a_site_that_cannot_be_written_is_one_error_line(tmp_path):
+    # before: a NotADirectoryError traceback (the trial's "error: <path>" and nothing else)
+    f = tmp_path/'a_file'
+    f.write_text('x')
+    r = subprocess.run([str(BIN/'python'), '-m', 'judgelab.site', '--out', str(f), '--no-lib'], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2 and 'Traceback' not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr[-2000:]
+    assert 'cannot write the site: Not a directory' in r.stderr and '--out must name a folder' in r.stderr, r.stderr
