@@ -662,7 +662,7 @@ def run(a:argparse.Namespace)->int:
         return 2
     except KeyboardInterrupt as e:
         if getattr(a, 'debug', False): say(traceback.format_exc())
-        say(f"error: {e or 'interrupted (Ctrl-C)'}" + (f"\n  {a.resume_hint}" if getattr(a, 'resume_hint', None) else ''))
+        say(f"error: {str(e) or 'interrupted (Ctrl-C)'}" + (f"\n  {a.resume_hint}" if getattr(a, 'resume_hint', None) else ''))
         return 130
     except Exception as e:
         if getattr(a, 'debug', False): say(traceback.format_exc())

@@ -289,3 +289,11 @@ def test_a_site_that_cannot_be_written_is_one_error_line(tmp_path):
     r = subprocess.run([str(BIN/'python'), '-m', 'judgelab.site', '--out', str(f), '--no-lib'], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 2 and 'Traceback' not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr[-2000:]
     assert 'cannot write the site: Not a directory' in r.stderr and '--out must name a folder' in r.stderr, r.stderr
+
+def test_a_bare_ctrl_c_says_interrupted(monkeypatch, capsys):
+    # a KeyboardInterrupt without a message (Ctrl-C anywhere but in generation) once printed "error: " and nothing else
+    from judgelab.run import commands
+    def interrupted(a): raise KeyboardInterrupt
+    monkeypatch.setitem(commands.COMMANDS, 'readme', interrupted)
+    assert commands.run(argparse.Namespace(fn='readme')) == 130
+    assert capsys.readouterr().err.strip() == 'error: interrupted (Ctrl-C)'
