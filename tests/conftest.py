@@ -21,6 +21,13 @@ def run_cli(*args, env=None, check=False):
     if check: assert r.returncode == 0, r.stderr
     return r
 
+def wait_while_running(p, ready, seconds:float, every:float=0.1, why='the command ended before the moment the test waits for'):
+    "Wait until `ready()` holds while process `p` still runs; fail (with `why`, or its output if `why` is None) when it ends first or `seconds` pass."
+    deadline = time.time() + seconds
+    while not ready():
+        assert p.poll() is None and time.time() < deadline, p.communicate() if why is None else why
+        time.sleep(every)
+
 # ---- loopback HTTP stub servers ----------------------------------------------------------------------------------
 
 @dataclass

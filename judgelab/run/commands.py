@@ -632,19 +632,23 @@ def _secrets(a)->list:
     vals = [str(v) for v in vars(a).values() if isinstance(v, str)] + [str(v) for v in (getattr(a, 'set', None) or [])]
     return [x for v in vals for m in re.finditer(r'://([^/\s@]+)@', v) for x in m.group(1).split(':') if len(x) >= 4]
 
-def redact_output(text, extra=())->str:
+def _secret_values(extra=())->list:
+    "The secrets an output must not show: the values of $..._KEY, ..._TOKEN, ..._SECRET and ..._PASSWORD, and `extra`."
+    vals = [*(v for k, v in os.environ.items() if re.search(r'(?i)(KEY|TOKEN|SECRET|PASSWORD)$', k)), *extra]
+    return [v.strip() for v in vals if v and len(v.strip()) >= 4]
+
+def redact_output(text, extra=(), secrets=None)->str:
     "`text` as a command may print it: no URL credentials, bearer token or piece of a key ($..._KEY, ..._TOKEN, ..._SECRET, ..._PASSWORD)."
     text = safe_url(str(text))
-    for v in [*(v for k, v in os.environ.items() if re.search(r'(?i)(KEY|TOKEN|SECRET|PASSWORD)$', k)), *extra]:
-        if v and len(v.strip()) >= 4: text = redact_secret(text, v.strip())
+    for v in _secret_values(extra) if secrets is None else secrets: text = redact_secret(text, v)
     return re.sub(r'(?i)((?:authorization|bearer)["\']?\s*[:=]?\s*["\']?(?:bearer\s+)?)[^\s"\',]{4,}', r'\1[REDACTED]', text)
 
 def _terminated(signum, frame): raise KeyboardInterrupt('terminated (SIGTERM)')
 
 class _Redacted:
     "A text stream that writes what it is given through `redact_output` (a command's stdout and stderr, whatever prints there)."
-    def __init__(self, stream, extra): self.stream, self.extra = stream, extra
-    def write(self, s): return self.stream.write(redact_output(s, self.extra) if s.strip() else s)
+    def __init__(self, stream, extra): self.stream, self.secrets = stream, _secret_values(extra)     # looked up once, not per write
+    def write(self, s): return self.stream.write(redact_output(s, secrets=self.secrets) if s.strip() else s)
     def __getattr__(self, name): return getattr(self.stream, name)
 
 # %% ../../nbs/run/13_cli.ipynb #1ffaa09b

@@ -9,7 +9,7 @@ import argparse, json, os, signal, socket, subprocess, time
 from pathlib import Path
 import pandas as pd
 import pytest
-from tests.conftest import BIN, ROOT, run_cli, refused_run
+from tests.conftest import BIN, ROOT, run_cli, refused_run, wait_while_running
 
 KEY = 'sk-proj-Qx7vLm2RtY9wZc4NpK8sD'
 PASSWORD = 'Hunter2Secret'
@@ -181,17 +181,15 @@ def test_a_formula_model_name_is_escaped_in_every_csv_and_sigterm_restores_the_a
     scores_csv(csv, items[::-1])
     p = subprocess.Popen([str(BIN/'judgelab'), 'audit', str(csv), '--dataset', 'topical_chat', '--model', HYPERLINK, '--replace', *AUDIT_COUNTS],
                          cwd=ROOT, env={**os.environ, **sandbox}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while not (tmp_path/'outputs'/'tmp'/'audits-kept').exists() or not any((tmp_path/'outputs'/'tmp'/'audits-kept').iterdir()):
-        assert p.poll() is None and time.time() < deadline, p.communicate()
-        time.sleep(0.05)
+    kept = tmp_path/'outputs'/'tmp'/'audits-kept'
+    wait_while_running(p, lambda: kept.exists() and any(kept.iterdir()), 120, 0.05, None)     # the earlier audit set aside
     time.sleep(1)
     p.send_signal(signal.SIGTERM)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130 and 'Traceback' not in err and 'terminated' in err, (p.returncode, err[-3000:])
     after = {q.relative_to(folder): q.read_bytes() for q in folder.rglob('*') if q.is_file()}
     assert after == before                                              # before: only judgments and a manifest were left
-    assert not any((tmp_path/'outputs'/'tmp'/'audits-kept').iterdir())
+    assert not any(kept.iterdir())
 
 # --- row 14: the cache knows which server answered -------------------------------------------------------------------
 
@@ -220,10 +218,7 @@ def test_ctrl_c_says_how_far_it_got_and_leaves_nothing_stale(http_stub, sandbox,
     cmd = [str(BIN/'judgelab'), 'judge', '--dataset', 'topical_chat', '--method', 'direct', '--dims', 'coherence', '--n-items', '40', '--backend',
            'openai', '--base-url', f'{srv.url}/v1', '--model', 'my-judge', '--no-audit', '--quiet']
     p = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **sandbox}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 60
-    while chats(srv) < 10:
-        assert p.poll() is None and time.time() < deadline, p.communicate()
-        time.sleep(0.05)
+    wait_while_running(p, lambda: chats(srv) >= 10, 60, 0.05, None)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130 and 'Traceback' not in err, (p.returncode, err[-3000:])

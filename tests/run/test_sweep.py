@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat, pandas as pd, psutil, pytest
 from hypothesis import given, settings, strategies as st
 from judgelab.run.sweep import Run, assign_ids, check_nesting, ConfigError
-from tests.conftest import BIN, ROOT
+from tests.conftest import BIN, ROOT, wait_while_running
 from tests.run.conftest import JUDGE, make_repo, template
 
 SWEEP = """name: s
@@ -178,10 +178,7 @@ def test_killed_filtered_run_resumes_from_the_cache_and_loses_nothing(repo):
     filt = ('--only', 'judge', '--match', 'dataset=topical_chat', '--no-progress')
     p = subprocess.Popen([str(BIN/'judgelab'), 'sweep', str(cfg), *filt], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          start_new_session=True, env={**os.environ, 'PYTHONPATH': str(repo)})
-    deadline = time.time() + 600
-    while cache_rows(repo) < 2:
-        assert p.poll() is None and time.time() < deadline, 'the run ended before it could be killed midway'
-        time.sleep(0.2)
+    wait_while_running(p, lambda: cache_rows(repo) >= 2, 600, 0.2, 'the run ended before it could be killed midway')
     procs = [psutil.Process(p.pid)] + psutil.Process(p.pid).children(recursive=True)   # judgelab, snakemake, papermill, kernel
     for q in procs:
         try: q.send_signal(signal.SIGKILL)
@@ -219,10 +216,7 @@ def test_a_terminated_sweep_leaves_no_lock_and_the_next_call_just_runs(repo):
     cfg = repo/'k.yaml'; cfg.write_text(KILL_SWEEP)
     p = subprocess.Popen([str(BIN/'judgelab'), 'sweep', str(cfg), '--only', 'judge', '--match', 'dataset=topical_chat', '--no-progress'], cwd=repo,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, 'PYTHONPATH': str(repo)})
-    deadline = time.time() + 600
-    while cache_rows(repo) < 2:
-        assert p.poll() is None and time.time() < deadline, p.communicate()
-        time.sleep(0.2)
+    wait_while_running(p, lambda: cache_rows(repo) >= 2, 600, 0.2, None)
     p.send_signal(signal.SIGTERM)
     out, err = p.communicate(timeout=120)
     assert p.returncode == 130 and 'Traceback' not in err and 'terminated' in err, (p.returncode, err[-3000:])
